@@ -1,1 +1,3 @@
+//! `apiserver-fake` binary.
+
 fn main() {}
