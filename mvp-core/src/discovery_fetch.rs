@@ -1,0 +1,233 @@
+//! Fetching peers' discovery and rebuilding the [`PeerDiscoveryCache`] (spec §2.3). I/O.
+//!
+//! Each sync is a full rebuild: for every valid peer, resolve its address, `GET /api` then
+//! `/apis` through the proxy path (as `system:apiserver`, Accept nopeer,v2,v1), and keep the
+//! peers that listed something. The sync returns the last per-peer error; the caller retries
+//! up to [`MAX_RETRIES`] times with the controller's exponential backoff.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::{BodyExt, Empty};
+use serde_json::Value;
+
+use crate::metrics::{
+    DISCOVERY_ERROR_FETCH, DISCOVERY_ERROR_HOSTPORT_RESOLUTION, DISCOVERY_ERROR_LEASE_LIST, MvpMetrics,
+};
+use crate::peer_discovery::{PeerDiscoveryCache, PeerDiscoveryEntry};
+use crate::proxy::proxy_to_peer;
+use crate::resolve::{PeerEndpoints, is_valid_host_port};
+use crate::transport::PeerTransport;
+use crate::user::UserInfo;
+
+/// client-go `AcceptV2NoPeer`, `AcceptV2`, `AcceptV1`, in that order.
+pub const DISCOVERY_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer,\
+application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
+/// Requeues of a failed sync before the key is dropped (upstream v1.35+; 5 before).
+pub const MAX_RETRIES: u32 = 20;
+
+/// Paths fetched from each peer.
+const DISCOVERY_PATHS: [&str; 2] = ["/api", "/apis"];
+
+/// Errors of a peer discovery sync.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PeerDiscoveryError {
+    /// Listing the identity leases failed.
+    #[error("{0}")]
+    LeaseList(String),
+    /// A peer's address is unknown or not `host:port`.
+    #[error("failed to get host port info from identity lease for server {server_id}: {reason}")]
+    HostPort {
+        /// The peer.
+        server_id: String,
+        /// Why (e.g. "missing port in address").
+        reason: String,
+    },
+    /// The peer answered something other than 200 (503 on transport errors).
+    #[error("discovery request failed with status: {0}")]
+    Status(u16),
+    /// The body could not be read.
+    #[error("error reading discovery response: {0}")]
+    Body(String),
+    /// The body is not an `APIGroupDiscoveryList`.
+    #[error("error decoding discovery response: {0}")]
+    Decode(String),
+}
+
+/// Keeps a [`PeerDiscoveryCache`] up to date from peers' discovery endpoints.
+#[derive(Clone)]
+pub struct PeerDiscoverySync {
+    cache: Arc<PeerDiscoveryCache>,
+    endpoints: Arc<dyn PeerEndpoints>,
+    transport: PeerTransport,
+    metrics: Option<MvpMetrics>,
+}
+
+impl std::fmt::Debug for PeerDiscoverySync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerDiscoverySync").finish_non_exhaustive()
+    }
+}
+
+impl PeerDiscoverySync {
+    /// A syncer filling `cache`, reaching peers at `endpoints` through `transport`.
+    pub fn new(
+        cache: Arc<PeerDiscoveryCache>,
+        endpoints: Arc<dyn PeerEndpoints>,
+        transport: PeerTransport,
+        metrics: Option<MvpMetrics>,
+    ) -> Self {
+        Self {
+            cache,
+            endpoints,
+            transport,
+            metrics,
+        }
+    }
+
+    /// The cache this syncer fills.
+    pub fn cache(&self) -> &Arc<PeerDiscoveryCache> {
+        &self.cache
+    }
+
+    /// One full rebuild from the given valid peer IDs (see
+    /// [`crate::peer_discovery::is_valid_peer_identity_lease`]). The cache is replaced even
+    /// when some peers failed; the last error is returned.
+    pub async fn sync(&self, peer_ids: &[String]) -> Result<(), PeerDiscoveryError> {
+        let mut last_err = None;
+        let mut entries = HashMap::new();
+        for id in peer_ids {
+            let (entry, err) = self.fetch(id).await;
+            if let Some(err) = err {
+                tracing::info!(server_id = %id, error = %err, "error fetching peer discovery");
+                last_err = Some(err);
+            }
+            if !entry.is_empty() {
+                entries.insert(id.clone(), entry);
+            }
+        }
+        self.cache.replace(entries);
+        last_err.map_or(Ok(()), Err)
+    }
+
+    /// Lists peers with `list_peers` and syncs, retrying a failing sync up to
+    /// [`MAX_RETRIES`] times with exponential backoff (5 ms doubling, as client-go's default
+    /// controller rate limiter). Marks the cache synced after the first attempt.
+    pub async fn sync_with_retries<F>(&self, list_peers: F) -> Result<(), PeerDiscoveryError>
+    where
+        F: Fn() -> Result<Vec<String>, String>,
+    {
+        let mut attempt = 0u32;
+        loop {
+            let result = match list_peers() {
+                Ok(ids) => self.sync(&ids).await,
+                Err(err) => {
+                    self.inc(DISCOVERY_ERROR_LEASE_LIST);
+                    Err(PeerDiscoveryError::LeaseList(err))
+                }
+            };
+            self.cache.mark_synced();
+            match result {
+                Ok(()) => return Ok(()),
+                Err(err) if attempt >= MAX_RETRIES => {
+                    tracing::info!(error = %err, "dropping peer discovery sync after retries");
+                    return Err(err);
+                }
+                Err(_) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// Fetches one peer's discovery: the entry built from whatever succeeded, and the last
+    /// error, as upstream's `fetchNewDiscoveryFor`.
+    pub async fn fetch(&self, server_id: &str) -> (PeerDiscoveryEntry, Option<PeerDiscoveryError>) {
+        let endpoint = match self.endpoints.endpoint(server_id) {
+            Some(hp) if is_valid_host_port(&hp) => hp,
+            other => {
+                self.inc(DISCOVERY_ERROR_HOSTPORT_RESOLUTION);
+                let reason = match other {
+                    Some(hp) => format!("address {hp}: missing port in address"),
+                    None => "address : missing port in address".to_owned(),
+                };
+                let err = PeerDiscoveryError::HostPort {
+                    server_id: server_id.to_owned(),
+                    reason,
+                };
+                return (PeerDiscoveryEntry::default(), Some(err));
+            }
+        };
+        let mut lists = Vec::with_capacity(DISCOVERY_PATHS.len());
+        let mut last_err = None;
+        for path in DISCOVERY_PATHS {
+            match self.fetch_path(&endpoint, path).await {
+                Ok(list) => lists.push(list),
+                Err(err) => {
+                    self.inc(DISCOVERY_ERROR_FETCH);
+                    last_err = Some(err);
+                }
+            }
+        }
+        (PeerDiscoveryEntry::from_discovery_lists(&lists), last_err)
+    }
+
+    async fn fetch_path(&self, endpoint: &str, path: &str) -> Result<Value, PeerDiscoveryError> {
+        let mut req = Request::new(Empty::<Bytes>::new());
+        *req.method_mut() = Method::GET;
+        *req.uri_mut() = http::Uri::from_static("/");
+        if let Ok(uri) = path.parse() {
+            *req.uri_mut() = uri;
+        }
+        req.headers_mut()
+            .insert(header::ACCEPT, header::HeaderValue::from_static(DISCOVERY_ACCEPT));
+        let user = UserInfo::apiserver();
+        let resp = proxy_to_peer(&self.transport, self.metrics.as_ref(), req, endpoint, &user, None).await;
+        if resp.status() != StatusCode::OK {
+            return Err(PeerDiscoveryError::Status(resp.status().as_u16()));
+        }
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| PeerDiscoveryError::Body(e.to_string()))?;
+        let list: Value = serde_json::from_slice(&body.to_bytes())
+            .map_err(|e| PeerDiscoveryError::Decode(e.to_string()))?;
+        if list.get("items").is_some_and(Value::is_array) {
+            Ok(list)
+        } else {
+            Err(PeerDiscoveryError::Decode(
+                "not an APIGroupDiscoveryList".to_owned(),
+            ))
+        }
+    }
+
+    fn inc(&self, kind: &str) {
+        if let Some(m) = &self.metrics {
+            m.inc_discovery_sync_error(kind);
+        }
+    }
+}
+
+/// client-go's default per-item backoff: 5 ms × 2^attempt, capped at 1000 s.
+pub fn backoff(attempt: u32) -> Duration {
+    let ms = 5u64.saturating_mul(1u64 << attempt.min(40));
+    Duration::from_millis(ms).min(Duration::from_secs(1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_5ms_and_caps() {
+        assert_eq!(backoff(0), Duration::from_millis(5));
+        assert_eq!(backoff(3), Duration::from_millis(40));
+        assert_eq!(backoff(60), Duration::from_secs(1000));
+    }
+}

@@ -1,0 +1,416 @@
+//! Beta (v1.33+) peer capability from discovery (spec §1.4, §2.3): the local discovery
+//! cache, the peer discovery cache, and the resolver that reads both.
+//!
+//! Pure data structures; fetching peers' discovery documents is in
+//! [`crate::discovery_fetch`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use serde_json::Value;
+
+use crate::gvr::GroupVersionResource;
+use crate::resolve::{LocalServedResources, PeerResolver};
+use crate::snapshot::Snapshot;
+
+/// The label identity leases of kube-apiservers carry (`key=value`).
+pub const IDENTITY_LEASE_LABEL: (&str, &str) = ("apiserver.kubernetes.io/identity", "kube-apiserver");
+
+/// A (group, version) pair, used to exclude local CRD/APIService group versions.
+pub type GroupVersion = (String, String);
+
+/// Every GVR listed in an aggregated discovery document (`APIGroupDiscoveryList` JSON;
+/// `metadata.name` is the group, `""` for the core group).
+pub fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
+    let mut out = HashSet::new();
+    for group in list.get("items").and_then(Value::as_array).into_iter().flatten() {
+        let name = group
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        for version in group
+            .get("versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let v = version.get("version").and_then(Value::as_str).unwrap_or("");
+            for resource in version
+                .get("resources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(r) = resource.get("resource").and_then(Value::as_str) {
+                    out.insert(GroupVersionResource::new(name, v, r));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a Lease (JSON) is a valid *peer* identity lease for the server `own_id`: it has
+/// the identity label, is not this server's own lease, and has a `spec.holderIdentity`.
+/// Expiry is deliberately not checked (spec §2.3, checklist 35).
+pub fn is_valid_peer_identity_lease(lease: &Value, own_id: &str) -> bool {
+    let (key, value) = IDENTITY_LEASE_LABEL;
+    let labelled = lease
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+        == Some(value);
+    let name = lease
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let holder = lease
+        .pointer("/spec/holderIdentity")
+        .is_some_and(Value::is_string);
+    labelled && name != own_id && holder
+}
+
+/// What one peer serves, from its `/api` and `/apis` discovery.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PeerDiscoveryEntry {
+    /// Every GVR the peer lists (core group `""`).
+    pub gvrs: HashSet<GroupVersionResource>,
+    /// The peer's `APIGroupDiscovery` objects, core group excluded, first occurrence per
+    /// group name, in the peer's order (input to peer-aggregated discovery).
+    pub groups: Vec<Value>,
+}
+
+impl PeerDiscoveryEntry {
+    /// Builds an entry from the discovery documents fetched from a peer.
+    pub fn from_discovery_lists<'a>(lists: impl IntoIterator<Item = &'a Value>) -> Self {
+        let mut entry = Self::default();
+        let mut seen = HashSet::new();
+        for list in lists {
+            entry.gvrs.extend(gvrs_from_discovery(list));
+            for group in list.get("items").and_then(Value::as_array).into_iter().flatten() {
+                let name = group
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                // The core group is proxied but never peer-aggregated (spec §1.5).
+                if !name.is_empty() && seen.insert(name.to_owned()) {
+                    entry.groups.push(group.clone());
+                }
+            }
+        }
+        entry
+    }
+
+    /// Whether the entry lists nothing (such peers are left out of the cache).
+    pub fn is_empty(&self) -> bool {
+        self.gvrs.is_empty() && self.groups.is_empty()
+    }
+}
+
+/// This server's own discovery (beta "local discovery cache"): the GVRs it serves.
+#[derive(Debug, Default)]
+pub struct LocalDiscoveryCache {
+    gvrs: Snapshot<HashSet<GroupVersionResource>>,
+    populated: AtomicBool,
+}
+
+impl LocalDiscoveryCache {
+    /// An empty, unpopulated cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the served set and marks the cache populated.
+    pub fn replace(&self, gvrs: HashSet<GroupVersionResource>) {
+        self.gvrs.store(gvrs);
+        self.populated.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Self::replace`] was called at least once.
+    pub fn is_populated(&self) -> bool {
+        self.populated.load(Ordering::Acquire)
+    }
+
+    /// Whether the GVR is served locally.
+    pub fn contains(&self, gvr: &GroupVersionResource) -> bool {
+        self.gvrs.load().contains(gvr)
+    }
+}
+
+/// Peer ID → [`PeerDiscoveryEntry`], replaced wholesale after each sync, plus the set of
+/// group versions to exclude (local CRDs/APIServices, v1.36), applied when read.
+#[derive(Debug, Default)]
+pub struct PeerDiscoveryCache {
+    entries: Snapshot<HashMap<String, Arc<PeerDiscoveryEntry>>>,
+    excluded: Snapshot<HashSet<GroupVersion>>,
+    synced: AtomicBool,
+    generation: AtomicU64,
+}
+
+impl PeerDiscoveryCache {
+    /// An empty, unsynced cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces all entries (empty entries are dropped) and bumps [`Self::generation`].
+    pub fn replace(&self, entries: HashMap<String, PeerDiscoveryEntry>) {
+        let entries = entries
+            .into_iter()
+            .filter(|(_, e)| !e.is_empty())
+            .map(|(k, e)| (k, Arc::new(e)))
+            .collect();
+        self.entries.store(entries);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Replaces the excluded group versions and bumps [`Self::generation`].
+    pub fn set_excluded_group_versions(&self, excluded: HashSet<GroupVersion>) {
+        self.excluded.store(excluded);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Marks the initial sync done (the filter then starts proxying).
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Self::mark_synced`] was called.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Changes on every replacement; peer-aggregated discovery caches key on it.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Peer IDs (other than `own_id`) whose entry lists `gvr`, unless its group version is
+    /// excluded.
+    pub fn peers_serving(&self, gvr: &GroupVersionResource, own_id: &str) -> Vec<String> {
+        if self.is_excluded(&gvr.group, &gvr.version) {
+            return Vec::new();
+        }
+        let entries = self.entries.load();
+        entries
+            .iter()
+            .filter(|(id, e)| id.as_str() != own_id && e.gvrs.contains(gvr))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Each peer's (exclusion-filtered) groups, sorted by peer ID, skipping `own_id` and
+    /// peers left with no group. Groups whose versions are all excluded are dropped.
+    pub fn peer_groups(&self, own_id: &str) -> Vec<(String, Vec<Value>)> {
+        let entries = self.entries.load();
+        let excluded = self.excluded.load();
+        let mut out: Vec<(String, Vec<Value>)> = entries
+            .iter()
+            .filter(|(id, _)| id.as_str() != own_id)
+            .map(|(id, e)| {
+                (
+                    id.clone(),
+                    e.groups
+                        .iter()
+                        .filter_map(|g| filter_group(g, &excluded))
+                        .collect(),
+                )
+            })
+            .filter(|(_, groups): &(String, Vec<Value>)| !groups.is_empty())
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The current entries (unfiltered).
+    pub fn entries(&self) -> Arc<HashMap<String, Arc<PeerDiscoveryEntry>>> {
+        self.entries.load()
+    }
+
+    fn is_excluded(&self, group: &str, version: &str) -> bool {
+        let excluded = self.excluded.load();
+        !excluded.is_empty() && excluded.contains(&(group.to_owned(), version.to_owned()))
+    }
+}
+
+/// A group with its excluded versions removed; `None` when no version remains.
+fn filter_group(group: &Value, excluded: &HashSet<GroupVersion>) -> Option<Value> {
+    if excluded.is_empty() {
+        return Some(group.clone());
+    }
+    let name = group
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut group = group.clone();
+    if let Some(versions) = group.get_mut("versions").and_then(Value::as_array_mut) {
+        versions.retain(|v| {
+            let version = v.get("version").and_then(Value::as_str).unwrap_or("");
+            !excluded.contains(&(name.to_owned(), version.to_owned()))
+        });
+        if versions.is_empty() {
+            return None;
+        }
+    }
+    Some(group)
+}
+
+/// The Discovery-mode resolver: local capability from a [`LocalDiscoveryCache`], peers from
+/// a [`PeerDiscoveryCache`]. Synced when both are.
+#[derive(Debug, Clone)]
+pub struct DiscoveryResolver {
+    server_id: String,
+    local: Arc<LocalDiscoveryCache>,
+    peers: Arc<PeerDiscoveryCache>,
+}
+
+impl DiscoveryResolver {
+    /// A resolver for server `server_id` over the two caches.
+    pub fn new(
+        server_id: impl Into<String>,
+        local: Arc<LocalDiscoveryCache>,
+        peers: Arc<PeerDiscoveryCache>,
+    ) -> Self {
+        Self {
+            server_id: server_id.into(),
+            local,
+            peers,
+        }
+    }
+
+    /// The local discovery cache.
+    pub fn local(&self) -> &Arc<LocalDiscoveryCache> {
+        &self.local
+    }
+
+    /// The peer discovery cache.
+    pub fn peers(&self) -> &Arc<PeerDiscoveryCache> {
+        &self.peers
+    }
+}
+
+impl LocalServedResources for DiscoveryResolver {
+    fn serves_locally(&self, gvr: &GroupVersionResource) -> bool {
+        self.local.contains(gvr)
+    }
+}
+
+impl PeerResolver for DiscoveryResolver {
+    fn peers_serving(&self, gvr: &GroupVersionResource) -> Vec<String> {
+        self.peers.peers_serving(gvr, &self.server_id)
+    }
+
+    fn has_synced(&self) -> bool {
+        self.local.is_populated() && self.peers.is_synced()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    type GroupSpec<'a> = (&'a str, &'a [(&'a str, &'a [&'a str])]);
+
+    fn discovery(groups: &[GroupSpec<'_>]) -> Value {
+        let items: Vec<Value> = groups
+            .iter()
+            .map(|(name, versions)| {
+                let versions: Vec<Value> = versions
+                    .iter()
+                    .map(|(v, rs)| {
+                        let resources: Vec<Value> = rs
+                            .iter()
+                            .map(|r| json!({"resource": r, "verbs": ["get"]}))
+                            .collect();
+                        json!({"version": v, "resources": resources, "freshness": "Current"})
+                    })
+                    .collect();
+                json!({"metadata": {"name": name}, "versions": versions})
+            })
+            .collect();
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+    }
+
+    #[test]
+    fn entry_collects_gvrs_and_non_core_groups_once() {
+        let api = discovery(&[("", &[("v1", &["pods", "services"])])]);
+        let apis = discovery(&[
+            ("batch", &[("v1", &["jobs", "cronjobs"])]),
+            ("batch", &[("v2", &["x"])]),
+        ]);
+        let e = PeerDiscoveryEntry::from_discovery_lists([&api, &apis]);
+        assert_eq!(e.gvrs.len(), 5);
+        assert!(e.gvrs.contains(&GroupVersionResource::new("", "v1", "pods")));
+        assert_eq!(e.groups.len(), 1, "core excluded, batch once");
+        assert_eq!(e.groups[0]["versions"][0]["version"], "v1");
+        assert!(PeerDiscoveryEntry::from_discovery_lists([]).is_empty());
+    }
+
+    #[test]
+    fn lease_validity_matches_upstream() {
+        let lease = |name: &str, label: Option<&str>, holder: Option<&str>| {
+            let labels = label.map_or(json!({}), |l| json!({"apiserver.kubernetes.io/identity": l}));
+            json!({"metadata": {"name": name, "namespace": "kube-system", "labels": labels},
+                   "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600}})
+        };
+        assert!(is_valid_peer_identity_lease(
+            &lease("b", Some("kube-apiserver"), Some("b_1")),
+            "a"
+        ));
+        assert!(!is_valid_peer_identity_lease(
+            &lease("a", Some("kube-apiserver"), Some("a_1")),
+            "a"
+        ));
+        assert!(!is_valid_peer_identity_lease(
+            &lease("b", Some("other"), Some("b_1")),
+            "a"
+        ));
+        assert!(!is_valid_peer_identity_lease(&lease("b", None, Some("b_1")), "a"));
+        assert!(!is_valid_peer_identity_lease(
+            &lease("b", Some("kube-apiserver"), None),
+            "a"
+        ));
+    }
+
+    #[test]
+    fn resolver_reads_local_then_peers_skipping_self_and_exclusions() {
+        let local = Arc::new(LocalDiscoveryCache::new());
+        let peers = Arc::new(PeerDiscoveryCache::new());
+        let r = DiscoveryResolver::new("a", local.clone(), peers.clone());
+        assert!(!r.has_synced());
+        local.replace(gvrs_from_discovery(&discovery(&[(
+            "apps",
+            &[("v1", &["deployments"])],
+        )])));
+        peers.mark_synced();
+        assert!(r.has_synced());
+        let jobs_doc = discovery(&[("batch", &[("v1", &["jobs"])])]);
+        let gen0 = peers.generation();
+        peers.replace(HashMap::from([
+            (
+                "a".to_owned(),
+                PeerDiscoveryEntry::from_discovery_lists([&jobs_doc]),
+            ),
+            (
+                "b".to_owned(),
+                PeerDiscoveryEntry::from_discovery_lists([&jobs_doc]),
+            ),
+            ("c".to_owned(), PeerDiscoveryEntry::default()),
+        ]));
+        assert!(peers.generation() > gen0);
+        assert_eq!(peers.entries().len(), 2, "empty entry dropped");
+        let jobs = GroupVersionResource::new("batch", "v1", "jobs");
+        assert!(r.serves_locally(&GroupVersionResource::new("apps", "v1", "deployments")));
+        assert!(!r.serves_locally(&jobs));
+        assert_eq!(r.peers_serving(&jobs), vec!["b".to_owned()]);
+        assert_eq!(peers.peer_groups("a").len(), 1);
+        peers.set_excluded_group_versions(HashSet::from([("batch".to_owned(), "v1".to_owned())]));
+        assert!(r.peers_serving(&jobs).is_empty());
+        assert!(
+            peers.peer_groups("a").is_empty(),
+            "group with no version left is dropped"
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! `Snapshot<T>`: shared state read on the hot path through a cheap `Arc` clone and replaced
+//! wholesale by background updates (the Rust shape of upstream's `atomic.Value`).
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+/// An atomically replaceable `Arc<T>`.
+#[derive(Debug, Default)]
+pub struct Snapshot<T> {
+    current: RwLock<Arc<T>>,
+}
+
+impl<T> Snapshot<T> {
+    /// A snapshot holding `value`.
+    pub fn new(value: T) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(value)),
+        }
+    }
+
+    /// The current value (one `Arc` clone under a read lock held for nanoseconds).
+    pub fn load(&self) -> Arc<T> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the value; readers holding the old `Arc` keep it.
+    pub fn store(&self, value: T) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(value);
+    }
+
+    /// Replaces the value with `f(current)`, serialised with other writers.
+    pub fn update(&self, f: impl FnOnce(&T) -> T) {
+        let mut guard = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        let next = f(&guard);
+        *guard = Arc::new(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_keep_old_value_after_store() {
+        let s = Snapshot::new(1);
+        let old = s.load();
+        s.store(2);
+        s.update(|v| v + 1);
+        assert_eq!((*old, *s.load()), (1, 3));
+    }
+}

@@ -1,0 +1,196 @@
+//! Test support: a throw-away PKI and a tiny TLS "peer apiserver" on 127.0.0.1.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use mvp_core::{PeerTlsConfig, RequestHeaderAuthenticator, RequestHeaderConfig};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    IsCa, KeyPair, KeyUsagePurpose,
+};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+pub type Chain = Vec<CertificateDer<'static>>;
+
+pub struct Pki {
+    pub cluster_ca: CertifiedIssuer<'static, KeyPair>,
+    pub front_proxy_ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+fn ca(cn: &str) -> CertifiedIssuer<'static, KeyPair> {
+    let mut p = CertificateParams::default();
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
+}
+
+fn leaf(
+    issuer: &CertifiedIssuer<'static, KeyPair>,
+    cn: &str,
+    sans: &[&str],
+    eku: ExtendedKeyUsagePurpose,
+) -> (Chain, PrivateKeyDer<'static>) {
+    let mut p = CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.extended_key_usages = vec![eku];
+    p.use_authority_key_identifier_extension = true;
+    let key = KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, issuer).unwrap();
+    (
+        vec![cert.der().clone()],
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+    )
+}
+
+impl Pki {
+    pub fn new() -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Self {
+            cluster_ca: ca("kubernetes"),
+            front_proxy_ca: ca("front-proxy-ca"),
+        }
+    }
+
+    /// A serving cert with SAN `kubernetes.default.svc` only (no IP SAN: the proxy must
+    /// verify that name, not the dialed address).
+    pub fn serving(&self) -> (Chain, PrivateKeyDer<'static>) {
+        leaf(
+            &self.cluster_ca,
+            "kube-apiserver",
+            &["kubernetes.default.svc"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )
+    }
+
+    pub fn serving_with_sans(&self, sans: &[&str]) -> (Chain, PrivateKeyDer<'static>) {
+        leaf(
+            &self.cluster_ca,
+            "kube-apiserver",
+            sans,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )
+    }
+
+    /// The proxy's TLS material: trusts the cluster CA, presents a front-proxy cert `cn`.
+    pub fn peer_tls(&self, cn: &str) -> PeerTlsConfig {
+        let (client_cert_chain, client_key) =
+            leaf(&self.front_proxy_ca, cn, &[], ExtendedKeyUsagePurpose::ClientAuth);
+        PeerTlsConfig {
+            peer_ca: vec![self.cluster_ca.der().clone()],
+            client_cert_chain,
+            client_key,
+        }
+    }
+
+    pub fn requestheader(&self, allowed: &[&str]) -> RequestHeaderAuthenticator {
+        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![self.front_proxy_ca.der().clone()]);
+        cfg.allowed_names = allowed.iter().map(|s| (*s).to_owned()).collect();
+        RequestHeaderAuthenticator::new(&cfg).unwrap()
+    }
+}
+
+/// What the peer's handler gets for each request.
+pub struct PeerRequest {
+    pub req: Request<Incoming>,
+    pub client_chain: Chain,
+}
+
+pub type PeerBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+pub fn full(body: impl Into<Bytes>) -> PeerBody {
+    Full::new(body.into()).boxed()
+}
+
+/// A body fed chunk by chunk through the returned sender.
+pub fn channel_body() -> (mpsc::Sender<Bytes>, PeerBody) {
+    let (tx, rx) = mpsc::channel::<Bytes>(8);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    (tx, StreamBody::new(stream).boxed())
+}
+
+/// A running peer; dropping it stops the listener and every connection.
+pub struct Peer {
+    pub addr: SocketAddr,
+    _tasks: JoinSet<()>,
+}
+
+/// Starts a TLS peer on 127.0.0.1:0 serving `handler`. `alpn` picks the protocols offered.
+pub async fn start_peer<H, Fut>(
+    pki: &Pki,
+    serving: (Chain, PrivateKeyDer<'static>),
+    alpn: &[&[u8]],
+    handler: H,
+) -> Peer
+where
+    H: Fn(PeerRequest) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<PeerBody>> + Send + 'static,
+{
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.front_proxy_ca.der().clone()).unwrap();
+    let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
+        .allow_unauthenticated()
+        .build()
+        .unwrap();
+    let mut cfg = ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(serving.0, serving.1)
+        .unwrap();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut tasks = JoinSet::new();
+    tasks.spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, handler) = (acceptor.clone(), handler.clone());
+            conns.spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let chain: Chain = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .map(|c| c.to_vec())
+                    .unwrap_or_default();
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let fut = handler(PeerRequest {
+                        req,
+                        client_chain: chain.clone(),
+                    });
+                    async move { Ok::<_, Infallible>(fut.await) }
+                });
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection_with_upgrades(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    Peer { addr, _tasks: tasks }
+}
