@@ -1,1 +1,65 @@
-//! placeholder
+//! A fake multi-version kube-apiserver for testing the Mixed Version Proxy (KEP-4020).
+//!
+//! Each fake serves the built-in APIs of one Kubernetes minor (1.28–1.36, with `--runtime-config` and
+//! `--feature-gates` as kube-apiserver), discovery, resources backed by a store shared by every fake of a
+//! process (the cluster's "etcd"), CRDs, and what real servers publish for the proxy: identity leases,
+//! StorageVersion objects and peer endpoint records. Start one in-process:
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use apiserver_fake::{config::ServerFlags, server, store::MemoryStore};
+//!
+//! let flags = ServerFlags::from_args([
+//!     "--tls-cert-file=pki/apiserver-a.crt", "--tls-private-key-file=pki/apiserver-a.key",
+//!     "--client-ca-file=pki/ca.crt", "--bind-address=127.0.0.1", "--secure-port=0",
+//!     "--runtime-config=batch/v1=false",
+//! ])?;
+//! let running = server::start(flags.validate()?, Arc::new(MemoryStore::new())).await?;
+//! println!("serving on {}", running.url());
+//! running.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+pub mod catalog;
+pub mod cluster;
+pub mod config;
+pub mod crd;
+pub mod discovery;
+pub mod identity;
+pub mod informer;
+pub mod lease;
+pub mod metrics;
+pub mod peer_endpoint;
+pub mod peer_proxy;
+pub mod rest;
+pub mod routes;
+pub mod server;
+pub mod status;
+pub mod storage_version;
+pub mod store;
+pub mod version_info;
+pub mod whoami;
+
+/// Resolves on SIGINT or SIGTERM (graceful shutdown of the binary and the demo cluster).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,3 +1,74 @@
-//! `apiserver-fake` binary.
+//! `apiserver-fake`: run one fake kube-apiserver, or `apiserver-fake cluster` for the demo cluster.
 
-fn main() {}
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use apiserver_fake::cluster::{ClusterArgs, run_cluster};
+use apiserver_fake::config::ServerFlags;
+use apiserver_fake::store::MemoryStore;
+use clap::{Parser, Subcommand};
+
+/// A fake multi-version kube-apiserver for testing the Mixed Version Proxy.
+#[derive(Debug, Parser)]
+#[command(name = "apiserver-fake", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    server: ServerFlags,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a demo cluster of fakes on loopback addresses, sharing one in-memory store.
+    Cluster(ClusterArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Some(Command::Cluster(args)) => run_cluster(args).await,
+            None => run_server(cli.server).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_server(flags: ServerFlags) -> anyhow::Result<()> {
+    let options = flags.validate()?;
+    let store = Arc::new(MemoryStore::new());
+    let server = apiserver_fake::server::start(options, store)
+        .await
+        .context("failed to start")?;
+    eprintln!(
+        "apiserver-fake {} listening on {} (server ID {})",
+        env!("CARGO_PKG_VERSION"),
+        server.url(),
+        server.server_id()
+    );
+    apiserver_fake::shutdown_signal().await;
+    server.shutdown().await;
+    Ok(())
+}

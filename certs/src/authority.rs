@@ -1,47 +1,35 @@
-//! Certificate authorities and the certificates they issue.
+//! Certificate authorities and the leaf certificates they issue.
+
+use std::net::IpAddr;
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
     IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use time::{Duration, OffsetDateTime};
 
-use crate::Result;
+use crate::{Error, KeyedCert, Result};
 
-/// A certificate with its private key, in PEM and DER.
-#[derive(Debug, Clone)]
-pub struct KeyedCert {
-    /// The certificate, PEM.
-    pub cert_pem: String,
-    /// The private key, PKCS#8 PEM.
-    pub key_pem: String,
-    cert_der: CertificateDer<'static>,
-    key_der: Vec<u8>,
-}
+/// How long a CA certificate is valid (kubeadm: ten years).
+const CA_VALIDITY: Duration = Duration::days(3650);
+/// How long a leaf certificate is valid (kubeadm: one year).
+const LEAF_VALIDITY: Duration = Duration::days(365);
+/// How far `notBefore` lies in the past, so a clock slightly behind still accepts new certificates.
+const BACKDATE: Duration = Duration::hours(1);
 
-impl KeyedCert {
-    fn new(cert_pem: String, cert_der: CertificateDer<'static>, key: &KeyPair) -> Self {
-        Self {
-            cert_pem,
-            key_pem: key.serialize_pem(),
-            cert_der,
-            key_der: key.serialize_der(),
-        }
-    }
+/// The most groups (`O=`) a client certificate can carry. rcgen keys a distinguished name by
+/// attribute type, so a second `O` needs a custom attribute type with the same OID (rcgen#81); there
+/// is no third key for the same OID.
+pub const MAX_GROUPS: usize = 2;
 
-    /// The certificate, DER (for rustls).
-    pub fn cert_der(&self) -> CertificateDer<'static> {
-        self.cert_der.clone()
-    }
+/// OID of the X.520 `organizationName` attribute (`O=`), which Kubernetes reads as a group.
+const ORGANIZATION_NAME_OID: [u64; 4] = [2, 5, 4, 10];
 
-    /// The private key, DER (for rustls).
-    pub fn key_der(&self) -> PrivateKeyDer<'static> {
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone()))
-    }
-}
-
-/// A self-signed certificate authority that can issue serving and client certificates.
+/// A self-signed certificate authority (ECDSA P-256, ten years) that issues serving and client
+/// certificates.
+///
+/// [`crate::Pki`] holds the cluster CA and the front-proxy CA; tests create unrelated ones with
+/// [`CertificateAuthority::new_self_signed`] to present certificates no server trusts.
 pub struct CertificateAuthority {
     issuer: CertifiedIssuer<'static, KeyPair>,
     keyed: KeyedCert,
@@ -49,94 +37,133 @@ pub struct CertificateAuthority {
 
 impl std::fmt::Debug for CertificateAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CertificateAuthority").finish_non_exhaustive()
+        f.debug_struct("CertificateAuthority")
+            .field("cert", &self.keyed)
+            .finish_non_exhaustive()
     }
-}
-
-fn distinguished_name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
-    let mut name = DistinguishedName::new();
-    if let Some(organization) = organization {
-        name.push(DnType::OrganizationName, organization);
-    }
-    name.push(DnType::CommonName, common_name);
-    name
-}
-
-fn validity(params: &mut CertificateParams, days: i64) {
-    let now = OffsetDateTime::now_utc();
-    params.not_before = now - Duration::hours(1);
-    params.not_after = now + Duration::days(days);
-}
-
-/// What a leaf certificate is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Usage {
-    /// TLS server authentication.
-    Server,
-    /// TLS client authentication.
-    Client,
 }
 
 impl CertificateAuthority {
-    /// A new self-signed CA (ECDSA P-256, ten years) named `common_name`.
-    pub fn new(common_name: &str) -> Result<Self> {
+    /// Creates a CA named `common_name` (key usages keyCertSign, cRLSign, digitalSignature).
+    pub fn new_self_signed(common_name: &str) -> Result<Self> {
         let mut params = CertificateParams::default();
-        params.distinguished_name = distinguished_name(common_name, None);
+        params.distinguished_name = subject(common_name, &[])?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        validity(&mut params, 3650);
-        let key = KeyPair::generate()?;
-        let key_pem = key.serialize_pem();
-        let key_der = key.serialize_der();
-        let issuer = CertifiedIssuer::self_signed(params, key)?;
-        let keyed = KeyedCert {
-            cert_pem: issuer.pem(),
-            key_pem,
-            cert_der: issuer.der().clone(),
-            key_der,
-        };
+        set_validity(&mut params, CA_VALIDITY);
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate()?)?;
+        let keyed = KeyedCert::new(issuer.as_ref(), issuer.key());
         Ok(Self { issuer, keyed })
     }
 
-    /// The CA certificate and key.
-    pub fn keyed(&self) -> &KeyedCert {
+    /// The CA certificate and its key (`ca.crt`/`ca.key`).
+    pub fn cert(&self) -> &KeyedCert {
         &self.keyed
     }
 
-    /// Issues a leaf certificate (ECDSA P-256, one year). `names` become SANs: strings that parse as IP
-    /// addresses become IP SANs, the rest DNS SANs. `organization` is the O (a Kubernetes group; rcgen
-    /// keeps one O per name).
-    pub fn issue(
+    /// Issues a serving certificate (EKU serverAuth, one year) for `ips` and `dns_names`.
+    /// rustls verifies a server only against these SANs, never against `common_name`.
+    pub fn issue_serving_cert(
         &self,
         common_name: &str,
-        organization: Option<&str>,
-        names: &[String],
-        usage: Usage,
+        ips: &[IpAddr],
+        dns_names: &[String],
     ) -> Result<KeyedCert> {
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        for name in names {
-            params.subject_alt_names.push(match name.parse() {
-                Ok(ip) => SanType::IpAddress(ip),
-                Err(_) => SanType::DnsName(name.as_str().try_into()?),
-            });
+        let mut params = leaf_params(subject(common_name, &[])?, ExtendedKeyUsagePurpose::ServerAuth);
+        params
+            .subject_alt_names
+            .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+        for name in dns_names {
+            let name = name
+                .as_str()
+                .try_into()
+                .map_err(|_| Error::InvalidServerSpec(format!("DNS name {name:?} is not ASCII")))?;
+            params.subject_alt_names.push(SanType::DnsName(name));
         }
-        params.distinguished_name = distinguished_name(common_name, organization);
-        params.use_authority_key_identifier_extension = true;
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![match usage {
-            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
-            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
-        }];
-        validity(&mut params, 365);
+        self.sign(params)
+    }
+
+    /// Issues a client certificate (EKU clientAuth, one year) for the Kubernetes user `common_name`
+    /// in `groups` (each an `O=`; at most [`MAX_GROUPS`]).
+    pub fn issue_client_cert(&self, common_name: &str, groups: &[&str]) -> Result<KeyedCert> {
+        self.sign(leaf_params(
+            subject(common_name, groups)?,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ))
+    }
+
+    fn sign(&self, params: CertificateParams) -> Result<KeyedCert> {
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;
-        Ok(KeyedCert::new(cert.pem(), cert.der().clone(), &key))
+        Ok(KeyedCert::new(&cert, &key))
+    }
+}
+
+/// The subject `O=<group>... CN=<common_name>`, in the order kubeadm writes it. rcgen's default
+/// subject (`CN=rcgen self signed cert`) is replaced, never extended.
+fn subject(common_name: &str, groups: &[&str]) -> Result<DistinguishedName> {
+    if groups.len() > MAX_GROUPS {
+        return Err(Error::TooManyGroups {
+            count: groups.len(),
+            max: MAX_GROUPS,
+        });
+    }
+    let group_types = [
+        DnType::OrganizationName,
+        DnType::CustomDnType(ORGANIZATION_NAME_OID.to_vec()),
+    ];
+    let mut name = DistinguishedName::new();
+    for (ty, group) in group_types.into_iter().zip(groups) {
+        name.push(ty, *group);
+    }
+    name.push(DnType::CommonName, common_name);
+    Ok(name)
+}
+
+fn leaf_params(subject: DistinguishedName, usage: ExtendedKeyUsagePurpose) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = subject;
+    params.use_authority_key_identifier_extension = true;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![usage];
+    set_validity(&mut params, LEAF_VALIDITY);
+    params
+}
+
+fn set_validity(params: &mut CertificateParams, lifetime: Duration) {
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - BACKDATE;
+    params.not_after = now + lifetime;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subject_replaces_rcgen_default_and_orders_groups_before_cn() {
+        let name = subject("alice", &["devs", "ops"]).unwrap();
+        let entries: Vec<_> = name.iter().map(|(ty, _)| ty.clone()).collect();
+        assert_eq!(
+            entries,
+            [
+                DnType::OrganizationName,
+                DnType::CustomDnType(ORGANIZATION_NAME_OID.to_vec()),
+                DnType::CommonName
+            ]
+        );
+    }
+
+    #[test]
+    fn more_groups_than_rcgen_can_encode_are_rejected() {
+        let err = subject("alice", &["a", "b", "c"]).unwrap_err();
+        assert!(matches!(err, Error::TooManyGroups { count: 3, max: 2 }), "{err}");
     }
 }

@@ -1,32 +1,49 @@
-//! Cluster PKI for kube-mvp, laid out like kubeadm's `/etc/kubernetes/pki`, so the same folder can
-//! configure the fake apiservers or a real kube-apiserver.
+//! Cluster PKI for kube-mvp, laid out like kubeadm's `/etc/kubernetes/pki`, so one folder configures
+//! the fake apiservers or a real kube-apiserver.
 //!
-//! One [`Pki`] holds the cluster CA (it signs serving and client certificates and is the peer CA of the
-//! Mixed Version Proxy), one serving certificate per apiserver (its IPs plus `localhost`, `kubernetes`,
-//! `kubernetes.default`, `kubernetes.default.svc`, `kubernetes.default.svc.cluster.local`), the
-//! front-proxy (requestheader) CA and its client certificate, and an admin client certificate
-//! (CN `admin`, O `system:masters`).
+//! A [`Pki`] holds:
+//! * the cluster CA (`ca.crt`/`ca.key`): it signs serving and client certificates and is the peer CA
+//!   of the Mixed Version Proxy;
+//! * one serving certificate per apiserver (`apiserver-<name>.crt/.key`; kubeadm's single server has
+//!   `apiserver.crt`): CN `kube-apiserver`, EKU serverAuth, SANs its IPs plus
+//!   [`APISERVER_DNS_NAMES`] (`localhost`, `kubernetes`, ..., `kubernetes.default.svc.cluster.local`);
+//! * the front-proxy (requestheader) CA (`front-proxy-ca.crt/.key`) and its client certificate
+//!   (`front-proxy-client.crt/.key`, CN configurable);
+//! * an admin client certificate (`admin.crt/.key`: CN `admin`, O `system:masters`), which the
+//!   per-server kubeconfigs (`<name>.kubeconfig`) embed.
+//!
+//! Keys are ECDSA P-256 in PKCS#8 PEM, written with mode 0600. CAs are valid for ten years, leaf
+//! certificates for one, both from an hour ago. Every certificate is available as PEM and as rustls
+//! DER through [`KeyedCert`].
 //!
 //! ```no_run
 //! # fn main() -> certs::Result<()> {
-//! use certs::{Pki, PkiSpec, ServerSpec};
+//! use certs::{Issuer, Pki, PkiSpec, ServerSpec};
 //!
-//! let spec = PkiSpec {
-//!     servers: vec![ServerSpec { name: "a".into(), ips: vec!["127.0.0.1".parse().unwrap()], dns: vec![] }],
-//!     ..PkiSpec::default()
-//! };
-//! let pki = Pki::generate(&spec)?;
-//! let paths = pki.write_to(std::path::Path::new("pki"))?;
-//! pki.write_kubeconfig(&paths.kubeconfig("a"), "https://127.0.0.1:6443", "a")?;
+//! let a = ServerSpec::new("a", ["127.0.0.1".parse().unwrap()]);
+//! let url = a.url(6443);
+//! let pki = Pki::generate(&PkiSpec::new([a]))?;
+//! let (_guard, paths) = pki.write_to_tempdir()?;
+//! pki.write_kubeconfig(&paths.kubeconfig("a"), &url, "a")?;
+//!
+//! // rustls material, and a client certificate a server should not accept as a front proxy.
+//! let _root = pki.ca().cert_der();
+//! let _intruder = pki.issue_client_cert(Issuer::FrontProxyCa, "not-allowed", &["devs"])?;
 //! # Ok(()) }
 //! ```
 
 mod authority;
 mod error;
+mod keyed_cert;
 mod kubeconfig;
+mod paths;
 mod pki;
+mod spec;
 
-pub use authority::{CertificateAuthority, KeyedCert, Usage};
+pub use authority::{CertificateAuthority, MAX_GROUPS};
 pub use error::{Error, Result};
-pub use kubeconfig::render as render_kubeconfig;
-pub use pki::{APISERVER_DNS_NAMES, Pki, PkiPaths, PkiSpec, ServerSpec, Signer};
+pub use keyed_cert::KeyedCert;
+pub use kubeconfig::render_kubeconfig;
+pub use paths::PkiPaths;
+pub use pki::{Issuer, Pki};
+pub use spec::{APISERVER_DNS_NAMES, DEFAULT_FRONT_PROXY_CLIENT_CN, PkiSpec, ServerSpec};

@@ -1,11 +1,13 @@
-//! `certs generate --dir DIR --server NAME=IP[,IP]...`: write a cluster PKI and kubeconfigs.
+//! `certs generate --dir DIR --server NAME=IP[,IP]... [--front-proxy-client-cn CN] [--port 6443]`:
+//! writes a cluster PKI in kubeadm's layout and an admin kubeconfig per server.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use certs::{Pki, PkiSpec, ServerSpec};
+use certs::{DEFAULT_FRONT_PROXY_CLIENT_CN, Pki, PkiSpec, ServerSpec};
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 /// Cluster PKI in kubeadm's layout.
@@ -20,16 +22,16 @@ struct Cli {
 enum Command {
     /// Generate the CAs, serving, front-proxy and admin certificates, and a kubeconfig per server.
     Generate {
-        /// Folder to write into (created if missing).
+        /// Folder to write into (created if missing; existing files are replaced).
         #[arg(long)]
         dir: PathBuf,
-        /// A server and its IPs: NAME=IP[,IP]... (repeat for each server).
-        #[arg(long = "server", required = true)]
+        /// A server and its IPs: NAME=IP[,IP]... (repeat for each server; at least one).
+        #[arg(long = "server", value_name = "NAME=IP[,IP]...")]
         servers: Vec<String>,
         /// CN of the front-proxy client certificate.
-        #[arg(long, default_value = "front-proxy-client")]
+        #[arg(long, default_value = DEFAULT_FRONT_PROXY_CLIENT_CN)]
         front_proxy_client_cn: String,
-        /// Secure port written into the kubeconfigs.
+        /// Secure port written into the kubeconfigs (https://<first IP>:<port>).
         #[arg(long, default_value_t = 6443)]
         port: u16,
     },
@@ -47,11 +49,7 @@ fn parse_server(raw: &str) -> anyhow::Result<ServerSpec> {
                 .with_context(|| format!("--server {raw:?}: {ip:?} is not an IP address"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(ServerSpec {
-        name: name.to_owned(),
-        ips,
-        dns: Vec::new(),
-    })
+    Ok(ServerSpec::new(name, ips))
 }
 
 fn generate(
@@ -64,39 +62,60 @@ fn generate(
         .iter()
         .map(|s| parse_server(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let spec = PkiSpec {
-        servers,
-        front_proxy_client_cn,
-    };
+    let spec = PkiSpec::new(servers).with_front_proxy_client_cn(front_proxy_client_cn);
     let pki = Pki::generate(&spec)?;
     let paths = pki.write_to(&dir)?;
+    let mut written = vec![
+        paths.ca_cert.clone(),
+        paths.ca_key.clone(),
+        paths.front_proxy_ca_cert.clone(),
+        paths.front_proxy_ca_key.clone(),
+        paths.front_proxy_client_cert.clone(),
+        paths.front_proxy_client_key.clone(),
+        paths.admin_cert.clone(),
+        paths.admin_key.clone(),
+    ];
     for server in &spec.servers {
-        let host = match server.ips.first() {
-            Some(IpAddr::V6(ip)) => format!("[{ip}]"),
-            Some(ip) => ip.to_string(),
-            None => "localhost".to_owned(),
-        };
-        pki.write_kubeconfig(
-            &paths.kubeconfig(&server.name),
-            &format!("https://{host}:{port}"),
-            &server.name,
-        )?;
+        let kubeconfig = paths.kubeconfig(&server.name);
+        pki.write_kubeconfig(&kubeconfig, &server.url(port), &server.name)?;
+        written.extend([
+            paths.server_cert(&server.name),
+            paths.server_key(&server.name),
+            kubeconfig,
+        ]);
     }
-    println!("wrote the cluster PKI to {}", dir.display());
-    for name in ["ca", "front-proxy-ca", "front-proxy-client", "admin"] {
-        println!("  {name}.crt {name}.key");
-    }
-    for server in &spec.servers {
-        println!(
-            "  apiserver-{0}.crt apiserver-{0}.key {0}.kubeconfig",
-            server.name
-        );
+    for path in written {
+        println!("wrote {}", path.display());
     }
     Ok(())
 }
 
+/// clap's usage error as one line: its message lines up to `Usage:` or `For more information`,
+/// without tips.
+fn usage_error_line(e: &clap::Error) -> String {
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "error: a command is required (see certs --help)".to_owned();
+    }
+    let rendered = e.render().to_string();
+    let message: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more information"))
+        .filter(|line| !line.is_empty() && !line.starts_with("tip:"))
+        .collect();
+    format!("{} (see certs --help)", message.join(" "))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print as usual; usage errors are one line like every other error.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprintln!("{}", usage_error_line(&e));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Generate {
             dir,

@@ -1,175 +1,62 @@
-//! A whole cluster PKI: what it contains, how it is generated and where it is written.
+//! A whole cluster PKI: generated in memory from a [`PkiSpec`], written in kubeadm's layout.
 
-use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::authority::{CertificateAuthority, KeyedCert, Usage};
-use crate::{Error, Result, kubeconfig};
+use crate::keyed_cert::write_private;
+use crate::{CertificateAuthority, Error, KeyedCert, PkiPaths, PkiSpec, Result, render_kubeconfig};
 
-/// DNS names every apiserver serving certificate carries, as kubeadm issues them. Peers verify each
-/// other against `kubernetes.default.svc` (the Mixed Version Proxy's fixed server name).
-pub const APISERVER_DNS_NAMES: [&str; 5] = [
-    "localhost",
-    "kubernetes",
-    "kubernetes.default",
-    "kubernetes.default.svc",
-    "kubernetes.default.svc.cluster.local",
-];
+/// CN of the cluster CA (kubeadm's).
+const CA_CN: &str = "kubernetes";
+/// CN of the front-proxy CA (kubeadm's).
+const FRONT_PROXY_CA_CN: &str = "front-proxy-ca";
+/// CN of every apiserver serving certificate (kubeadm's).
+const APISERVER_CN: &str = "kube-apiserver";
+/// The admin user and its group: `system:masters` is bound to `cluster-admin` in every cluster.
+const ADMIN_CN: &str = "admin";
+const ADMIN_GROUP: &str = "system:masters";
 
-/// One apiserver of the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerSpec {
-    /// Short name; files are `apiserver-<name>.crt/.key` and `<name>.kubeconfig`.
-    pub name: String,
-    /// Its IP addresses (IP SANs).
-    pub ips: Vec<IpAddr>,
-    /// Extra DNS SANs beyond [`APISERVER_DNS_NAMES`].
-    pub dns: Vec<String>,
-}
-
-/// What to generate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PkiSpec {
-    /// The apiservers, one serving certificate each.
-    pub servers: Vec<ServerSpec>,
-    /// CN of the front-proxy (requestheader) client certificate the proxy presents to peers.
-    pub front_proxy_client_cn: String,
-}
-
-impl Default for PkiSpec {
-    fn default() -> Self {
-        Self {
-            servers: Vec::new(),
-            front_proxy_client_cn: "front-proxy-client".to_owned(),
-        }
-    }
-}
-
-/// Which CA signs an extra client certificate.
+/// Which CA of a [`Pki`] signs a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signer {
-    /// The cluster CA (`ca.crt`): ordinary x509 client authentication.
+pub enum Issuer {
+    /// The cluster CA (`ca.crt`): certificates for ordinary x509 client authentication.
     ClusterCa,
-    /// The front-proxy CA (`front-proxy-ca.crt`): requestheader authentication.
+    /// The front-proxy CA (`front-proxy-ca.crt`): certificates that may assert
+    /// `X-Remote-User`/`X-Remote-Group` (requestheader authentication), if their CN is allowed.
     FrontProxyCa,
 }
 
-/// A generated cluster PKI, in memory.
+/// A generated cluster PKI, in memory: the cluster CA, the front-proxy CA and client, the admin
+/// client, and one serving certificate per apiserver.
 #[derive(Debug)]
 pub struct Pki {
     ca: CertificateAuthority,
     front_proxy_ca: CertificateAuthority,
     front_proxy_client: KeyedCert,
     admin: KeyedCert,
-    servers: BTreeMap<String, KeyedCert>,
-}
-
-/// Where [`Pki::write_to`] put each file (kubeadm's names).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PkiPaths {
-    /// The folder.
-    pub dir: PathBuf,
-    /// `ca.crt`: the cluster CA, also the peer CA (`--peer-ca-file`) and `--client-ca-file`.
-    pub ca_cert: PathBuf,
-    /// `ca.key`.
-    pub ca_key: PathBuf,
-    /// `front-proxy-ca.crt` (`--requestheader-client-ca-file`).
-    pub front_proxy_ca_cert: PathBuf,
-    /// `front-proxy-ca.key`.
-    pub front_proxy_ca_key: PathBuf,
-    /// `front-proxy-client.crt` (`--proxy-client-cert-file`).
-    pub front_proxy_client_cert: PathBuf,
-    /// `front-proxy-client.key` (`--proxy-client-key-file`).
-    pub front_proxy_client_key: PathBuf,
-    /// `admin.crt` (CN `admin`, O `system:masters`).
-    pub admin_cert: PathBuf,
-    /// `admin.key`.
-    pub admin_key: PathBuf,
-}
-
-impl PkiPaths {
-    fn new(dir: &Path) -> Self {
-        let at = |name: &str| dir.join(name);
-        Self {
-            dir: dir.to_owned(),
-            ca_cert: at("ca.crt"),
-            ca_key: at("ca.key"),
-            front_proxy_ca_cert: at("front-proxy-ca.crt"),
-            front_proxy_ca_key: at("front-proxy-ca.key"),
-            front_proxy_client_cert: at("front-proxy-client.crt"),
-            front_proxy_client_key: at("front-proxy-client.key"),
-            admin_cert: at("admin.crt"),
-            admin_key: at("admin.key"),
-        }
-    }
-
-    /// `apiserver-<name>.crt` (`--tls-cert-file`). kubeadm's single server uses `apiserver.crt`.
-    pub fn server_cert(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("apiserver-{name}.crt"))
-    }
-
-    /// `apiserver-<name>.key` (`--tls-private-key-file`).
-    pub fn server_key(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("apiserver-{name}.key"))
-    }
-
-    /// `<name>.kubeconfig`.
-    pub fn kubeconfig(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.kubeconfig"))
-    }
-}
-
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
+    /// In [`PkiSpec::servers`] order.
+    servers: Vec<(String, KeyedCert)>,
 }
 
 impl Pki {
-    /// Generates the cluster CA, the front-proxy CA and client, the admin client and one serving
-    /// certificate per server.
+    /// Generates every certificate for `spec` (fresh ECDSA P-256 keys each time).
+    ///
+    /// Serving certificates (CN `kube-apiserver`, EKU serverAuth) carry the server's IPs,
+    /// [`crate::APISERVER_DNS_NAMES`] and its extra DNS names. Fails with
+    /// [`Error::InvalidServerSpec`] when [`PkiSpec::validate`] does.
     pub fn generate(spec: &PkiSpec) -> Result<Self> {
-        if spec.servers.is_empty() {
-            return Err(Error::InvalidServerSpec(
-                "at least one server is required".to_owned(),
-            ));
-        }
-        let mut servers = BTreeMap::new();
-        let ca = CertificateAuthority::new("kubernetes")?;
-        for server in &spec.servers {
-            if !valid_name(&server.name) {
-                return Err(Error::InvalidServerSpec(format!(
-                    "server name {:?} must be a DNS label (lower-case letters, digits, '-')",
-                    server.name
-                )));
-            }
-            if servers.contains_key(&server.name) {
-                return Err(Error::InvalidServerSpec(format!(
-                    "duplicate server name {:?}",
-                    server.name
-                )));
-            }
-            let names: Vec<String> = server
-                .ips
-                .iter()
-                .map(ToString::to_string)
-                .chain(APISERVER_DNS_NAMES.iter().map(|n| (*n).to_owned()))
-                .chain(server.dns.iter().cloned())
-                .collect();
-            servers.insert(
-                server.name.clone(),
-                ca.issue("kube-apiserver", None, &names, Usage::Server)?,
-            );
-        }
-        let front_proxy_ca = CertificateAuthority::new("front-proxy-ca")?;
-        let front_proxy_client =
-            front_proxy_ca.issue(&spec.front_proxy_client_cn, None, &[], Usage::Client)?;
-        let admin = ca.issue("admin", Some("system:masters"), &[], Usage::Client)?;
+        spec.validate()?;
+        let ca = CertificateAuthority::new_self_signed(CA_CN)?;
+        let servers = spec
+            .servers
+            .iter()
+            .map(|server| {
+                let cert = ca.issue_serving_cert(APISERVER_CN, &server.ips, &server.dns_names())?;
+                Ok((server.name.clone(), cert))
+            })
+            .collect::<Result<_>>()?;
+        let front_proxy_ca = CertificateAuthority::new_self_signed(FRONT_PROXY_CA_CN)?;
+        let front_proxy_client = front_proxy_ca.issue_client_cert(&spec.front_proxy_client_cn, &[])?;
+        let admin = ca.issue_client_cert(ADMIN_CN, &[ADMIN_GROUP])?;
         Ok(Self {
             ca,
             front_proxy_ca,
@@ -179,80 +66,74 @@ impl Pki {
         })
     }
 
-    /// The cluster CA.
+    /// The cluster CA certificate and key: trust it to verify servers, peers and ordinary clients.
     pub fn ca(&self) -> &KeyedCert {
-        self.ca.keyed()
+        self.ca.cert()
     }
 
-    /// The front-proxy (requestheader) CA.
+    /// The front-proxy (requestheader) CA certificate and key.
     pub fn front_proxy_ca(&self) -> &KeyedCert {
-        self.front_proxy_ca.keyed()
+        self.front_proxy_ca.cert()
     }
 
-    /// The front-proxy client certificate the proxy presents.
+    /// The front-proxy client certificate (EKU clientAuth, no groups) the proxy presents to peers.
     pub fn front_proxy_client(&self) -> &KeyedCert {
         &self.front_proxy_client
     }
 
-    /// The admin client certificate.
+    /// The admin client certificate (CN `admin`, O `system:masters`, EKU clientAuth).
     pub fn admin(&self) -> &KeyedCert {
         &self.admin
     }
 
-    /// The serving certificate of server `name`.
-    pub fn server(&self, name: &str) -> Result<&KeyedCert> {
-        self.servers
-            .get(name)
-            .ok_or_else(|| Error::UnknownServer(name.to_owned()))
+    /// The serving certificate of server `name`, if the spec had it.
+    pub fn server(&self, name: &str) -> Option<&KeyedCert> {
+        self.servers.iter().find(|(n, _)| n == name).map(|(_, cert)| cert)
     }
 
-    /// Issues one more client certificate (tests: a proxy certificate with another CN, a user with a
-    /// group).
-    pub fn issue_client_cert(
-        &self,
-        signer: Signer,
-        common_name: &str,
-        group: Option<&str>,
-    ) -> Result<KeyedCert> {
-        let ca = match signer {
-            Signer::ClusterCa => &self.ca,
-            Signer::FrontProxyCa => &self.front_proxy_ca,
-        };
-        ca.issue(common_name, group, &[], Usage::Client)
+    /// Every server's name and serving certificate, in spec order.
+    pub fn servers(&self) -> impl Iterator<Item = (&str, &KeyedCert)> {
+        self.servers.iter().map(|(name, cert)| (name.as_str(), cert))
     }
 
-    /// Writes every certificate and key into `dir` (created if missing) with kubeadm's names; keys are
-    /// readable by the owner only. Kubeconfigs need a server URL, see [`Pki::write_kubeconfig`].
+    /// One of the two CAs, to issue further certificates of any kind.
+    pub fn authority(&self, issuer: Issuer) -> &CertificateAuthority {
+        match issuer {
+            Issuer::ClusterCa => &self.ca,
+            Issuer::FrontProxyCa => &self.front_proxy_ca,
+        }
+    }
+
+    /// Issues one more client certificate for user `common_name` in `groups` (at most
+    /// [`crate::MAX_GROUPS`]), signed by `issuer`: e.g. a front-proxy certificate with a CN that
+    /// `--requestheader-allowed-names` does not list, or a second user.
+    pub fn issue_client_cert(&self, issuer: Issuer, common_name: &str, groups: &[&str]) -> Result<KeyedCert> {
+        self.authority(issuer).issue_client_cert(common_name, groups)
+    }
+
+    /// Writes every certificate and key into `dir` (created if missing) with kubeadm's names (see
+    /// [`PkiPaths`]), replacing existing files; keys are mode 0600 on unix. Kubeconfigs need a server
+    /// URL, so they are written separately by [`Pki::write_kubeconfig`].
     pub fn write_to(&self, dir: &Path) -> Result<PkiPaths> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
             path: dir.to_owned(),
             source,
         })?;
         let paths = PkiPaths::new(dir);
-        let pairs = [
-            (self.ca(), &paths.ca_cert, &paths.ca_key),
-            (
-                self.front_proxy_ca(),
-                &paths.front_proxy_ca_cert,
-                &paths.front_proxy_ca_key,
-            ),
-            (
-                &self.front_proxy_client,
-                &paths.front_proxy_client_cert,
-                &paths.front_proxy_client_key,
-            ),
-            (&self.admin, &paths.admin_cert, &paths.admin_key),
-        ];
-        for (keyed, cert, key) in pairs {
-            write_pair(keyed, cert, key)?;
-        }
-        for (name, keyed) in &self.servers {
-            write_pair(keyed, &paths.server_cert(name), &paths.server_key(name))?;
+        self.ca().write_to(&paths.ca_cert, &paths.ca_key)?;
+        self.front_proxy_ca()
+            .write_to(&paths.front_proxy_ca_cert, &paths.front_proxy_ca_key)?;
+        self.front_proxy_client
+            .write_to(&paths.front_proxy_client_cert, &paths.front_proxy_client_key)?;
+        self.admin.write_to(&paths.admin_cert, &paths.admin_key)?;
+        for (name, cert) in self.servers() {
+            cert.write_to(&paths.server_cert(name), &paths.server_key(name))?;
         }
         Ok(paths)
     }
 
-    /// Writes the PKI into a new temporary directory, removed when the returned guard drops.
+    /// Writes the PKI into a new temporary directory, deleted when the returned guard drops (keep it
+    /// alive as long as anything reads the files).
     pub fn write_to_tempdir(&self) -> Result<(tempfile::TempDir, PkiPaths)> {
         let dir = tempfile::tempdir().map_err(|source| Error::Io {
             path: std::env::temp_dir(),
@@ -262,37 +143,16 @@ impl Pki {
         Ok((dir, paths))
     }
 
-    /// Writes an admin kubeconfig for `server_url` to `path`; `name` names its cluster and context.
+    /// The admin kubeconfig for `server_url` (e.g. `https://127.0.0.1:6443`, see
+    /// [`crate::ServerSpec::url`]), trusting the cluster CA. `name` names its cluster; the context and
+    /// user are `admin@<name>`.
+    pub fn kubeconfig(&self, server_url: &str, name: &str) -> String {
+        render_kubeconfig(name, server_url, self.ca(), &self.admin)
+    }
+
+    /// Writes [`Pki::kubeconfig`] to `path` (mode 0600 on unix: it embeds the admin key), replacing
+    /// an existing file, so it can be rewritten once a server's port is known.
     pub fn write_kubeconfig(&self, path: &Path, server_url: &str, name: &str) -> Result<()> {
-        let text = kubeconfig::render(
-            name,
-            server_url,
-            &self.ca().cert_pem,
-            &self.admin.cert_pem,
-            &self.admin.key_pem,
-        );
-        write_private(path, &text)
+        write_private(path, &self.kubeconfig(server_url, name))
     }
-}
-
-fn write_pair(keyed: &KeyedCert, cert: &Path, key: &Path) -> Result<()> {
-    std::fs::write(cert, &keyed.cert_pem).map_err(|source| Error::Io {
-        path: cert.to_owned(),
-        source,
-    })?;
-    write_private(key, &keyed.key_pem)
-}
-
-fn write_private(path: &Path, contents: &str) -> Result<()> {
-    let io = |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    };
-    std::fs::write(path, contents).map_err(io)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    }
-    Ok(())
 }

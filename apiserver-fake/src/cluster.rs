@@ -1,0 +1,305 @@
+//! The demo: several fakes in one process on distinct loopback addresses, sharing one store, like the
+//! apiservers of an HA control plane share etcd.
+//!
+//! `apiserver-fake cluster --dir DIR [--preset NAME]` writes the PKI (kubeadm's file names), one kubeconfig
+//! per server (`DIR/NAME.kubeconfig`), a static bearer token (`DIR/token`, for HTTP load tools) and
+//! `DIR/cluster.json`, prints a table and runs until SIGINT/SIGTERM.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::config::ServerFlags;
+use crate::server::RunningServer;
+use crate::store::{MemoryStore, Store};
+
+/// `apiserver-fake cluster` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// Where to write the PKI, kubeconfigs and cluster.json (default: a temporary directory removed on exit).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Which cluster to start: `default` (a: 1.36 without batch/v1, b: 1.36) or `upgrade` (a 1.35→1.36
+    /// rollout caught in the middle: a is 1.36, b and c are 1.35).
+    #[arg(long, default_value = "default")]
+    pub preset: Preset,
+    /// Secure port of every server (each has its own loopback address); 0 picks free ports.
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+}
+
+/// A named cluster layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// The documented example: servers `a` and `b`, both 1.36, `a` with `batch/v1` disabled.
+    Default,
+    /// A 1.35→1.36 rolling upgrade caught in the middle: `a` upgraded to 1.36, `b` and `c` still 1.35
+    /// (with the proxy's feature gate turned on, as an operator would during the rollout).
+    Upgrade,
+}
+
+impl FromStr for Preset {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "default" => Ok(Self::Default),
+            "upgrade" => Ok(Self::Upgrade),
+            other => Err(format!("unknown preset {other:?} (known: default, upgrade)")),
+        }
+    }
+}
+
+/// One server of a cluster: its name, loopback address, version and extra kube-apiserver flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpec {
+    /// Short name (`a`, `b`, …); also the hostname the server ID derives from.
+    pub name: String,
+    /// The loopback address it listens on.
+    pub ip: IpAddr,
+    /// The fake's Kubernetes version.
+    pub kubernetes_version: String,
+    /// Extra flags, e.g. `--runtime-config=batch/v1=false`.
+    pub extra_flags: Vec<String>,
+    /// What this server serves differently (for the table).
+    pub note: String,
+}
+
+impl Preset {
+    /// The servers of this preset.
+    pub fn members(self) -> Vec<MemberSpec> {
+        let member = |name: &str, last_octet: u8, version: &str, flags: &[&str], note: &str| MemberSpec {
+            name: name.to_owned(),
+            ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, last_octet)),
+            kubernetes_version: version.to_owned(),
+            extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            note: note.to_owned(),
+        };
+        match self {
+            Self::Default => vec![
+                member(
+                    "a",
+                    1,
+                    "1.36",
+                    &["--runtime-config=batch/v1=false"],
+                    "batch/v1 disabled",
+                ),
+                member("b", 2, "1.36", &[], "all default APIs"),
+            ],
+            Self::Upgrade => {
+                let gate = "--feature-gates=UnknownVersionInteroperabilityProxy=true";
+                vec![
+                    member(
+                        "a",
+                        1,
+                        "1.36",
+                        &[],
+                        "upgraded: serves admissionregistration v1 MAP/MAPB",
+                    ),
+                    member("b", 2, "1.35", &[gate], "not yet upgraded"),
+                    member("c", 3, "1.35", &[gate], "not yet upgraded"),
+                ]
+            }
+        }
+    }
+}
+
+/// The bearer token every demo server accepts (for HTTP load tools); its user is `admin` in
+/// `system:masters`.
+pub const DEMO_TOKEN: &str = "kube-mvp-demo-token";
+
+/// A running cluster of fakes.
+pub struct Cluster {
+    /// The servers, in the order of their specs.
+    pub servers: Vec<(MemberSpec, RunningServer)>,
+    /// The shared store.
+    pub store: Arc<dyn Store>,
+    /// Where the files are.
+    pub dir: PathBuf,
+    _tempdir: Option<tempfile::TempDir>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("dir", &self.dir)
+            .field("servers", &self.servers.len())
+            .finish()
+    }
+}
+
+/// Writes the PKI for `members` into `dir` and starts them on one shared store.
+pub async fn start_cluster(
+    dir: Option<PathBuf>,
+    members: Vec<MemberSpec>,
+    port: u16,
+) -> anyhow::Result<Cluster> {
+    let (dir, tempdir) = match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("failed to create {}", dir.display()))?;
+            (dir, None)
+        }
+        None => {
+            let tempdir = tempfile::tempdir().context("failed to create a temporary directory")?;
+            (tempdir.path().to_owned(), Some(tempdir))
+        }
+    };
+    let spec = certs::PkiSpec {
+        servers: members
+            .iter()
+            .map(|m| certs::ServerSpec {
+                name: m.name.clone(),
+                ips: vec![m.ip],
+                dns: vec![],
+            })
+            .collect(),
+        ..certs::PkiSpec::default()
+    };
+    let pki = certs::Pki::generate(&spec).context("failed to generate the cluster PKI")?;
+    let paths = pki.write_to(&dir).context("failed to write the cluster PKI")?;
+    let token_csv = dir.join("tokens.csv");
+    std::fs::write(
+        &token_csv,
+        format!("{DEMO_TOKEN},admin,admin,\"system:masters\"\n"),
+    )
+    .context("failed to write tokens.csv")?;
+    std::fs::write(dir.join("token"), DEMO_TOKEN).context("failed to write token")?;
+
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut servers = Vec::with_capacity(members.len());
+    for member in members {
+        let mut args = member_flags(&member, &paths, &token_csv, port);
+        let parse = |args: &[String]| -> anyhow::Result<crate::config::ServerOptions> {
+            let flags =
+                ServerFlags::from_args(args).map_err(|e| anyhow::anyhow!("server {}: {e}", member.name))?;
+            flags
+                .validate()
+                .with_context(|| format!("server {}", member.name))
+        };
+        let mut options = parse(&args)?;
+        // Every server whose Mixed Version Proxy gate is on gets the peer CA, as kubeadm users are told
+        // to configure it; the cluster CA signs every serving certificate.
+        if options.mvp_gate_enabled() && !args.iter().any(|a| a.starts_with("--peer-ca-file")) {
+            args.push(format!("--peer-ca-file={}", paths.ca_cert.display()));
+            options = parse(&args)?;
+        }
+        let server = crate::server::start(options, store.clone())
+            .await
+            .with_context(|| format!("failed to start server {}", member.name))?;
+        pki.write_kubeconfig(&paths.kubeconfig(&member.name), &server.url(), &member.name)
+            .with_context(|| format!("failed to write the kubeconfig of {}", member.name))?;
+        servers.push((member, server));
+    }
+    for (member, server) in &servers {
+        if !server.wait_ready(Duration::from_secs(10)).await {
+            anyhow::bail!("server {} did not become ready", member.name);
+        }
+    }
+    let cluster = Cluster {
+        servers,
+        store,
+        dir,
+        _tempdir: tempdir,
+    };
+    cluster.write_manifest()?;
+    Ok(cluster)
+}
+
+fn member_flags(member: &MemberSpec, paths: &certs::PkiPaths, token_csv: &Path, port: u16) -> Vec<String> {
+    let p = |path: &Path| path.display().to_string();
+    let mut flags = vec![
+        format!("--kubernetes-version={}", member.kubernetes_version),
+        format!("--hostname={}", member.name),
+        format!("--bind-address={}", member.ip),
+        format!("--secure-port={port}"),
+        format!("--tls-cert-file={}", p(&paths.server_cert(&member.name))),
+        format!("--tls-private-key-file={}", p(&paths.server_key(&member.name))),
+        format!("--client-ca-file={}", p(&paths.ca_cert)),
+        format!("--token-auth-file={}", p(token_csv)),
+        format!("--requestheader-client-ca-file={}", p(&paths.front_proxy_ca_cert)),
+        "--requestheader-allowed-names=front-proxy-client".to_owned(),
+        "--requestheader-username-headers=X-Remote-User".to_owned(),
+        "--requestheader-uid-headers=X-Remote-Uid".to_owned(),
+        "--requestheader-group-headers=X-Remote-Group".to_owned(),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
+        format!("--proxy-client-cert-file={}", p(&paths.front_proxy_client_cert)),
+        format!("--proxy-client-key-file={}", p(&paths.front_proxy_client_key)),
+    ];
+    flags.extend(member.extra_flags.iter().cloned());
+    flags
+}
+
+impl Cluster {
+    /// `cluster.json`: `{"servers":[{"name","url","kubernetesVersion","kubeconfig"}]}`.
+    pub fn manifest(&self) -> serde_json::Value {
+        let servers: Vec<_> = self
+            .servers
+            .iter()
+            .map(|(member, server)| {
+                json!({
+                    "name": member.name,
+                    "url": server.url(),
+                    "kubernetesVersion": member.kubernetes_version,
+                    "kubeconfig": self.dir.join(format!("{}.kubeconfig", member.name)).display().to_string(),
+                })
+            })
+            .collect();
+        json!({ "servers": servers })
+    }
+
+    fn write_manifest(&self) -> anyhow::Result<()> {
+        let path = self.dir.join("cluster.json");
+        let text = serde_json::to_string_pretty(&self.manifest()).context("failed to render cluster.json")?;
+        std::fs::write(&path, text + "\n").with_context(|| format!("failed to write {}", path.display()))
+    }
+
+    /// The table the demo prints.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<5} {:<8} {:<22} {:<48} TRY",
+            "NAME", "VERSION", "ADDRESS", "SERVES"
+        );
+        for (member, server) in &self.servers {
+            let kubeconfig = self.dir.join(format!("{}.kubeconfig", member.name));
+            let _ = writeln!(
+                out,
+                "{:<5} {:<8} {:<22} {:<48} kubectl --kubeconfig {} get jobs",
+                member.name,
+                member.kubernetes_version,
+                server.local_addr(),
+                member.note,
+                kubeconfig.display()
+            );
+        }
+        out
+    }
+
+    /// Stops every server gracefully.
+    pub async fn shutdown(self) {
+        for (_, server) in self.servers {
+            server.shutdown().await;
+        }
+    }
+}
+
+/// The `cluster` subcommand: start, print, run until a signal, stop.
+pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    let cluster = start_cluster(args.dir, args.preset.members(), args.port).await?;
+    println!("{}", cluster.table());
+    println!(
+        "files: {} (cluster.json, *.kubeconfig, token, PKI)",
+        cluster.dir.display()
+    );
+    println!("press Ctrl-C to stop");
+    crate::shutdown_signal().await;
+    cluster.shutdown().await;
+    Ok(())
+}

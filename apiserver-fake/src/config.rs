@@ -1,0 +1,377 @@
+//! Command-line flags of one fake server, with kube-apiserver's names, and their validation.
+//!
+//! [`ServerFlags`] is what a user types; [`ServerFlags::validate`] turns it into [`ServerOptions`], the
+//! checked configuration a [`crate::server`] starts from. Validation messages copy kube-apiserver's where it
+//! has one (spec §1.1), so scripts written against the real server read the same errors.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::catalog::{FeatureGates, KubeVersion, RuntimeConfig};
+
+/// The feature gate of the Mixed Version Proxy.
+pub const MVP_FEATURE_GATE: &str = "UnknownVersionInteroperabilityProxy";
+
+/// Flags of one fake kube-apiserver. Names and meanings follow kube-apiserver; the fake's own flags are
+/// marked as such.
+#[derive(Debug, Clone, Args)]
+pub struct ServerFlags {
+    /// The port on which to serve HTTPS with authentication and authorization (0 picks a free port).
+    #[arg(long, default_value_t = 6443)]
+    pub secure_port: u16,
+    /// The IP address on which to listen for the --secure-port port.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED))]
+    pub bind_address: IpAddr,
+    /// The IP address on which to advertise the apiserver to members of the cluster.
+    #[arg(long)]
+    pub advertise_address: Option<IpAddr>,
+    /// File containing the default x509 certificate for HTTPS.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// File containing the default x509 private key matching --tls-cert-file.
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// If set, any request presenting a client certificate signed by one of the authorities in the
+    /// client-ca-file is authenticated with an identity corresponding to the CommonName of the client
+    /// certificate.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// If set, the file that will be used to secure the secure port of the API server via token
+    /// authentication (kube-apiserver's static token CSV: token,user,uid,"group1,group2").
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// Enables anonymous requests to the secure port. The fake authorizes every authenticated user, so
+    /// this defaults to false (kube-apiserver defaults to true and relies on RBAC).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
+    /// Root certificate bundle to use to verify client certificates on incoming requests before trusting
+    /// usernames in headers specified by --requestheader-username-headers.
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// List of client certificate common names to allow to provide usernames in headers. If empty, any
+    /// client certificate validated by the authorities in --requestheader-client-ca-file is allowed.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+    /// List of request headers to inspect for usernames. X-Remote-User is common.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_username_headers: Vec<String>,
+    /// List of request headers to inspect for UIDs. X-Remote-Uid is suggested.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_uid_headers: Vec<String>,
+    /// List of request headers to inspect for groups. X-Remote-Group is suggested.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_group_headers: Vec<String>,
+    /// List of request header prefixes to inspect. X-Remote-Extra- is suggested.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+    /// Client certificate used to prove the identity of the aggregator or kube-apiserver when it must call
+    /// out during a request (here: when it proxies to a peer).
+    #[arg(long)]
+    pub proxy_client_cert_file: Option<PathBuf>,
+    /// Private key for the client certificate in --proxy-client-cert-file.
+    #[arg(long)]
+    pub proxy_client_key_file: Option<PathBuf>,
+    /// If set and the UnknownVersionInteroperabilityProxy feature gate is enabled, this file is used to
+    /// verify serving certificates of peer kube-apiservers.
+    #[arg(long)]
+    pub peer_ca_file: Option<PathBuf>,
+    /// If set and the UnknownVersionInteroperabilityProxy feature gate is enabled, this IP is used by peer
+    /// kube-apiservers to proxy requests to this kube-apiserver.
+    #[arg(long)]
+    pub peer_advertise_ip: Option<IpAddr>,
+    /// If set and the UnknownVersionInteroperabilityProxy feature gate is enabled, this port is used by
+    /// peer kube-apiservers to proxy requests to this kube-apiserver.
+    #[arg(long)]
+    pub peer_advertise_port: Option<u16>,
+    /// A set of key=value pairs that describe feature gates for alpha/experimental features.
+    #[arg(long, default_value = "")]
+    pub feature_gates: String,
+    /// A set of key=value pairs that enable or disable built-in APIs (e.g. `batch/v1=false`, `api/all=true`).
+    #[arg(long, default_value = "")]
+    pub runtime_config: String,
+    /// The Kubernetes version this server emulates (`1.35` or `kube=1.35`); at most three minors below
+    /// the binary version, as kube-apiserver allows.
+    #[arg(long)]
+    pub emulated_version: Option<String>,
+    /// (fake) The Kubernetes version this fake binary is, 1.28 to 1.36.
+    #[arg(long, default_value = "1.36")]
+    pub kubernetes_version: String,
+    /// (fake) Hostname the server ID and identity lease name are derived from (default: the machine's).
+    #[arg(long)]
+    pub hostname: Option<String>,
+    /// (fake) A JSON or YAML file of CustomResourceDefinition objects to create at startup.
+    #[arg(long)]
+    pub custom_resources_file: Option<PathBuf>,
+    /// (fake) How the proxy learns which peer serves what: `storage-version` (upstream alpha, 1.28–1.32)
+    /// or `discovery` (upstream 1.33+, beta in 1.36). Default: by the emulated version.
+    #[arg(long)]
+    pub peer_resolution_mode: Option<PeerResolutionModeFlag>,
+    /// (fake) Identity lease duration in seconds (upstream: 3600).
+    #[arg(long, default_value_t = 3600)]
+    pub identity_lease_duration_seconds: u64,
+    /// (fake) Identity lease renew interval in seconds (upstream: 10).
+    #[arg(long, default_value_t = 10)]
+    pub identity_lease_renew_interval_seconds: u64,
+}
+
+/// Values of `--peer-resolution-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerResolutionModeFlag {
+    /// StorageVersion objects (upstream alpha).
+    StorageVersion,
+    /// Peers' aggregated discovery (upstream 1.33+).
+    Discovery,
+}
+
+/// A checked configuration for one fake server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// The flags as given (paths, names and lists are used as they are).
+    pub flags: ServerFlags,
+    /// The version of the fake binary.
+    pub binary_version: KubeVersion,
+    /// The version whose APIs and behaviour are served.
+    pub emulated_version: KubeVersion,
+    /// Parsed `--runtime-config`.
+    pub runtime_config: RuntimeConfig,
+    /// Parsed `--feature-gates`.
+    pub feature_gates: FeatureGates,
+    /// The hostname the server ID derives from.
+    pub hostname: String,
+    /// How the proxy resolves peers.
+    pub peer_resolution_mode: mvp_core::PeerResolutionMode,
+    /// Identity lease duration.
+    pub identity_lease_duration: Duration,
+    /// Identity lease renew interval.
+    pub identity_lease_renew_interval: Duration,
+}
+
+/// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A flag value does not parse.
+    #[error("invalid argument {value:?} for \"--{flag}\" flag: {reason}")]
+    InvalidValue {
+        /// The flag name without dashes.
+        flag: &'static str,
+        /// The rejected value.
+        value: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A peer flag was set while the proxy's feature gate is off (spec §1.1).
+    #[error("--{flag} requires UnknownVersionInteroperabilityProxy feature to be turned on")]
+    PeerFlagWithoutGate {
+        /// The peer flag that was set.
+        flag: &'static str,
+    },
+    /// Alpha (StorageVersion-era) MVP also needs the StorageVersionAPI gate (spec §1.1).
+    #[error(
+        "UnknownVersionInteroperabilityProxy feature requires StorageVersionAPI feature flag to be enabled"
+    )]
+    ProxyNeedsStorageVersionApi,
+    /// The peer proxy was requested without a proxy client certificate (spec §1.1).
+    #[error("error building peer proxy handler, proxy-cert-file not specified")]
+    ProxyCertMissing,
+    /// The peer proxy was requested without a proxy client key (spec §1.1).
+    #[error("error building peer proxy handler, proxy-key-file not specified")]
+    ProxyKeyMissing,
+    /// Serving needs a certificate and a key.
+    #[error("--tls-cert-file and --tls-private-key-file are required (the fake does not self-sign)")]
+    ServingCertMissing,
+    /// The emulated version is outside what the binary can emulate.
+    #[error("emulation version {emulated} is not between [{min}, {binary}]")]
+    EmulatedVersionOutOfRange {
+        /// Requested emulation version.
+        emulated: KubeVersion,
+        /// Lowest emulable version.
+        min: KubeVersion,
+        /// The binary version.
+        binary: KubeVersion,
+    },
+    /// A timing knob is zero or inconsistent.
+    #[error("{0}")]
+    Timing(String),
+}
+
+#[derive(Debug, clap::Parser)]
+#[command(name = "apiserver-fake", no_binary_name = true)]
+struct FlagsOnly {
+    #[command(flatten)]
+    flags: ServerFlags,
+}
+
+impl ServerFlags {
+    /// Parses flags given as command-line words (without the program name), with the same names, defaults
+    /// and parse errors as the binary. This is how in-process users (the demo cluster, tests) configure a
+    /// server: `ServerFlags::from_args(["--secure-port=0", "--runtime-config=batch/v1=false"])`.
+    pub fn from_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        FlagsOnly::try_parse_from(args).map(|parsed| parsed.flags)
+    }
+
+    /// Checks the flags the way kube-apiserver validates its options and resolves defaults.
+    pub fn validate(&self) -> Result<ServerOptions, ConfigError> {
+        let binary_version: KubeVersion =
+            self.kubernetes_version
+                .parse()
+                .map_err(|e: crate::catalog::CatalogError| ConfigError::InvalidValue {
+                    flag: "kubernetes-version",
+                    value: self.kubernetes_version.clone(),
+                    reason: e.to_string(),
+                })?;
+        let emulated_version = match &self.emulated_version {
+            None => binary_version,
+            Some(raw) => {
+                let value = raw.strip_prefix("kube=").unwrap_or(raw);
+                let emulated: KubeVersion =
+                    value
+                        .parse()
+                        .map_err(|e: crate::catalog::CatalogError| ConfigError::InvalidValue {
+                            flag: "emulated-version",
+                            value: raw.clone(),
+                            reason: e.to_string(),
+                        })?;
+                // kube-apiserver 1.36 emulates down to 1.33: three minors (component-base/compatibility).
+                let min = KubeVersion {
+                    major: binary_version.major,
+                    minor: binary_version.minor.saturating_sub(3).max(28),
+                };
+                if emulated > binary_version || emulated < min {
+                    return Err(ConfigError::EmulatedVersionOutOfRange {
+                        emulated,
+                        min,
+                        binary: binary_version,
+                    });
+                }
+                emulated
+            }
+        };
+        let runtime_config: RuntimeConfig =
+            self.runtime_config
+                .parse()
+                .map_err(|e: crate::catalog::CatalogError| ConfigError::InvalidValue {
+                    flag: "runtime-config",
+                    value: self.runtime_config.clone(),
+                    reason: e.to_string(),
+                })?;
+        let feature_gates: FeatureGates =
+            self.feature_gates
+                .parse()
+                .map_err(|e: crate::catalog::CatalogError| ConfigError::InvalidValue {
+                    flag: "feature-gates",
+                    value: self.feature_gates.clone(),
+                    reason: e.to_string(),
+                })?;
+        if self.tls_cert_file.is_none() || self.tls_private_key_file.is_none() {
+            return Err(ConfigError::ServingCertMissing);
+        }
+        let mvp_enabled = feature_gates.enabled(MVP_FEATURE_GATE, emulated_version);
+        if !mvp_enabled {
+            if self.peer_ca_file.is_some() {
+                return Err(ConfigError::PeerFlagWithoutGate { flag: "peer-ca-file" });
+            }
+            if self.peer_advertise_ip.is_some() {
+                return Err(ConfigError::PeerFlagWithoutGate {
+                    flag: "peer-advertise-ip",
+                });
+            }
+            if self.peer_advertise_port.is_some() {
+                return Err(ConfigError::PeerFlagWithoutGate {
+                    flag: "peer-advertise-port",
+                });
+            }
+        } else if self.peer_ca_file.is_some() {
+            // Alpha (StorageVersion era, before 1.33) needs StorageVersionAPI (spec §1.1).
+            let storage_version_mode = match self.peer_resolution_mode {
+                Some(mode) => mode == PeerResolutionModeFlag::StorageVersion,
+                None => emulated_version.minor < 33,
+            };
+            if storage_version_mode && !feature_gates.enabled("StorageVersionAPI", emulated_version) {
+                return Err(ConfigError::ProxyNeedsStorageVersionApi);
+            }
+            if self.proxy_client_cert_file.is_none() {
+                return Err(ConfigError::ProxyCertMissing);
+            }
+            if self.proxy_client_key_file.is_none() {
+                return Err(ConfigError::ProxyKeyMissing);
+            }
+        }
+        if self.identity_lease_duration_seconds == 0 || self.identity_lease_renew_interval_seconds == 0 {
+            return Err(ConfigError::Timing(
+                "identity lease duration and renew interval must be positive".to_owned(),
+            ));
+        }
+        let hostname = match &self.hostname {
+            Some(h) => h.clone(),
+            None => machine_hostname(),
+        };
+        let peer_resolution_mode = match self.peer_resolution_mode {
+            Some(PeerResolutionModeFlag::StorageVersion) => mvp_core::PeerResolutionMode::StorageVersion,
+            Some(PeerResolutionModeFlag::Discovery) => mvp_core::PeerResolutionMode::Discovery,
+            None if emulated_version.minor < 33 => mvp_core::PeerResolutionMode::StorageVersion,
+            None => mvp_core::PeerResolutionMode::Discovery,
+        };
+        Ok(ServerOptions {
+            peer_resolution_mode,
+            flags: self.clone(),
+            binary_version,
+            emulated_version,
+            runtime_config,
+            feature_gates,
+            hostname,
+            identity_lease_duration: Duration::from_secs(self.identity_lease_duration_seconds),
+            identity_lease_renew_interval: Duration::from_secs(self.identity_lease_renew_interval_seconds),
+        })
+    }
+}
+
+impl ServerOptions {
+    /// Whether the Mixed Version Proxy gate is on for the emulated version.
+    pub fn mvp_gate_enabled(&self) -> bool {
+        self.feature_gates
+            .enabled(MVP_FEATURE_GATE, self.emulated_version)
+    }
+
+    /// Whether the peer proxy filter is installed: the gate is on and `--peer-ca-file` is set (spec §1.1).
+    pub fn peer_proxy_enabled(&self) -> bool {
+        self.mvp_gate_enabled() && self.flags.peer_ca_file.is_some()
+    }
+
+    /// The address peers use to reach this server (spec §2.4): `--peer-advertise-ip:port` only when both
+    /// are set, else the advertise address (or bind address) and the serving port.
+    pub fn peer_address(&self, serving_port: u16) -> std::net::SocketAddr {
+        if let (Some(ip), Some(port)) = (self.flags.peer_advertise_ip, self.flags.peer_advertise_port) {
+            return (ip, port).into();
+        }
+        (self.public_address(), serving_port).into()
+    }
+
+    /// kube-apiserver's public address: `--advertise-address`, else `--bind-address` when it is not
+    /// unspecified, else loopback (the fake does not probe the host's default interface).
+    pub fn public_address(&self) -> IpAddr {
+        if let Some(ip) = self.flags.advertise_address {
+            return ip;
+        }
+        if !self.flags.bind_address.is_unspecified() {
+            return self.flags.bind_address;
+        }
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    }
+}
+
+fn machine_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}

@@ -1,0 +1,142 @@
+//! Peer endpoint records (spec §2.4, decisions §4): where peers reach this server.
+//!
+//! Like kube-apiserver's peer endpoint lease reconciler, each server writes a core/v1 `Endpoints`-shaped
+//! record under `/peerserverleases/<serverID>` in the store's *internal* keyspace, with a 15 s TTL
+//! refreshed every 10 s once the server is ready, and removes it on graceful shutdown. The internal
+//! keyspace is not reachable through the HTTP API, so no API client can point a server's proxy at an
+//! arbitrary address.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::ServerState;
+use crate::store::Store;
+
+/// Key prefix of peer endpoint records.
+pub const PREFIX: &str = "/peerserverleases/";
+/// Upstream's TTL of a record.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+/// Upstream's refresh interval.
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(10);
+
+/// The record for `server_id` reachable at `address`.
+pub fn endpoint_record(server_id: &str, address: SocketAddr) -> Value {
+    json!({
+        "kind": "Endpoints",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": server_id,
+            "labels": { "apiserverIdentity": server_id },
+        },
+        "subsets": [{
+            "addresses": [{ "ip": address.ip().to_string() }],
+            "ports": [{ "name": "https", "port": address.port(), "protocol": "TCP" }],
+        }],
+    })
+}
+
+/// `host:port` of a record (IPv6 in brackets), as upstream's `GetEndpoint` joins IP and first port.
+pub fn record_address(record: &Value) -> Option<String> {
+    let subset = record.get("subsets")?.get(0)?;
+    let ip = subset.get("addresses")?.get(0)?.get("ip")?.as_str()?;
+    let port = subset.get("ports")?.get(0)?.get("port")?.as_u64()?;
+    let ip: std::net::IpAddr = ip.parse().ok()?;
+    Some(SocketAddr::new(ip, u16::try_from(port).ok()?).to_string())
+}
+
+/// Looks up the address of `server_id` among the live records. Unknown IDs resolve to `None`.
+pub async fn lookup(store: &dyn Store, server_id: &str) -> Option<String> {
+    let record = store
+        .get_internal(&format!("{PREFIX}{server_id}"))
+        .await
+        .ok()
+        .flatten()?;
+    record_address(&record)
+}
+
+/// Keeps this server's record alive while it runs.
+#[derive(Debug)]
+pub struct PeerEndpointReconciler {
+    state: Arc<ServerState>,
+    ttl: Duration,
+    refresh: Duration,
+}
+
+impl PeerEndpointReconciler {
+    /// A reconciler with upstream's TTL (15 s) and refresh (10 s).
+    pub fn new(state: Arc<ServerState>) -> Self {
+        Self {
+            state,
+            ttl: DEFAULT_TTL,
+            refresh: DEFAULT_REFRESH,
+        }
+    }
+
+    /// Overrides the TTL and refresh interval (tests, fail-over knobs).
+    pub fn with_timing(mut self, ttl: Duration, refresh: Duration) -> Self {
+        self.ttl = ttl;
+        self.refresh = refresh;
+        self
+    }
+
+    fn key(&self) -> String {
+        format!("{PREFIX}{}", self.state.server_id)
+    }
+
+    /// Refreshes the record until `cancel`; writes only once the server is ready, as upstream waits for
+    /// `/readyz`.
+    pub async fn run(self, cancel: CancellationToken) {
+        let address = self.state.options.peer_address(self.state.local_addr.port());
+        let record = endpoint_record(&self.state.server_id, address);
+        let mut interval = tokio::time::interval(self.refresh.min(Duration::from_millis(200)));
+        let mut last_write: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                _ = interval.tick() => {}
+            }
+            if !self.state.is_ready() {
+                continue;
+            }
+            if last_write.is_some_and(|at| at.elapsed() < self.refresh) {
+                continue;
+            }
+            if self
+                .state
+                .store
+                .put_internal(&self.key(), record.clone(), self.ttl)
+                .await
+                .is_ok()
+            {
+                last_write = Some(tokio::time::Instant::now());
+            }
+        }
+    }
+
+    /// Removes the record of the server behind `state` (graceful shutdown).
+    pub async fn remove(state: &ServerState) {
+        let _ = state
+            .store
+            .delete_internal(&format!("{PREFIX}{}", state.server_id))
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_address_with_ipv6_brackets() {
+        let v4 = endpoint_record("apiserver-a", "127.0.0.2:6443".parse().unwrap());
+        assert_eq!(record_address(&v4).as_deref(), Some("127.0.0.2:6443"));
+        assert_eq!(v4["metadata"]["labels"]["apiserverIdentity"], "apiserver-a");
+        let v6 = endpoint_record("apiserver-b", "[::1]:443".parse().unwrap());
+        assert_eq!(record_address(&v6).as_deref(), Some("[::1]:443"));
+        assert_eq!(record_address(&json!({})), None);
+    }
+}

@@ -1,0 +1,308 @@
+//! `create` (POST), `update` (PUT) and `patch` (PATCH), including the `status` subresource.
+//!
+//! As upstream's registries: creates default the object (`PrepareForCreate`), generate names, and are
+//! admitted by `NamespaceLifecycle`; updates are conditional on the `resourceVersion` the client sent
+//! (none → unconditional); a resource with a `status` subresource ignores `status` in main-resource
+//! writes and only takes `status` through the subresource; `dryRun=All` runs everything but the write.
+//! An update or patch that removes the last finalizer of an object being deleted completes the delete.
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use serde_json::Value;
+
+use super::lifecycle::{admit_create, prepare_for_create};
+use super::negotiation::{content_type, decode_body};
+use super::object::{
+    check_type_meta, check_update_name, generate_name, meta_str, metadata_mut, reconcile_create_namespace,
+};
+use super::patch::{self, PatchType};
+use super::read::render_object;
+use super::{RestRequest, read_body};
+use crate::status::{Status, StatusCause};
+use crate::store::{ObjectKey, StoreError, resource_version};
+
+/// How often a generated name is retried when it collides (upstream retries too).
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+/// How often a patch is re-applied after losing an optimistic-concurrency race (GuaranteedUpdate).
+const PATCH_ATTEMPTS: usize = 5;
+
+fn now() -> String {
+    crate::store::now_timestamp()
+}
+
+/// POST on a collection.
+pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+    let body = read_body(body).await?;
+    let object = decode_body(&req.headers, &body, req.resource.custom)?;
+    check_type_meta(&object, &req.resource.api_version(), &req.resource.kind)?;
+    let (created, code) = create_object(req, object).await?;
+    Ok(req.respond(code, &render_object(req, created)))
+}
+
+/// Creates `object` (already decoded) as POST does; shared with server-side apply of a missing object.
+async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Value, StatusCode), Status> {
+    let dry_run = req.query.dry_run()?;
+    reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
+    let name = meta_str(&object, "name").to_owned();
+    let generate = meta_str(&object, "generateName").to_owned();
+    if name.is_empty() && generate.is_empty() {
+        return Err(Status::invalid(
+            &req.resource.group_kind(),
+            "",
+            vec![StatusCause::field_required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
+        ));
+    }
+    if let Some(reason) = invalid_path_segment(&name) {
+        return Err(Status::invalid(
+            &req.resource.group_kind(),
+            &name,
+            vec![StatusCause::field_invalid("metadata.name", &name, reason)],
+        ));
+    }
+    if let Some(namespace) = &req.namespace {
+        admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
+    }
+    prepare_for_create(&req.resource, &mut object, &now());
+    let object = crate::rest::object::present(object, &req.resource.api_version(), &req.resource.kind);
+    let storage = req.resource.storage();
+    let attempts = if name.is_empty() {
+        GENERATE_NAME_ATTEMPTS
+    } else {
+        1
+    };
+    let mut last_error = None;
+    for _ in 0..attempts {
+        let final_name = if name.is_empty() {
+            generate_name(&generate)
+        } else {
+            name.clone()
+        };
+        let key = ObjectKey {
+            namespace: req.namespace.clone(),
+            name: final_name.clone(),
+        };
+        let mut candidate = object.clone();
+        if let Some(metadata) = metadata_mut(&mut candidate) {
+            metadata.insert("name".to_owned(), Value::String(final_name));
+        }
+        let result = if dry_run {
+            dry_run_create(req, &key, candidate).await
+        } else {
+            req.ctx.store.create(&storage, &key, candidate).await
+        };
+        match result {
+            Ok(created) => return Ok((created, StatusCode::CREATED)),
+            Err(err @ StoreError::AlreadyExists { .. }) if name.is_empty() => last_error = Some(err),
+            Err(err) => return Err(err.into()),
+        }
+    }
+    match last_error {
+        Some(StoreError::AlreadyExists { resource, key }) => {
+            let mut status = Status::already_exists(&resource, &key.name);
+            status.message = format!(
+                "{resource} {:?} already exists, the server was not able to generate a unique name for the object",
+                key.name
+            );
+            if let Some(details) = status.details.as_mut() {
+                details.retry_after_seconds = 1;
+            }
+            Err(status)
+        }
+        Some(other) => Err(other.into()),
+        None => Err(Status::internal_error("name generation made no attempt")),
+    }
+}
+
+/// What a create would store, without storing it (no resourceVersion, as upstream's dry run).
+async fn dry_run_create(
+    req: &RestRequest<'_>,
+    key: &ObjectKey,
+    mut object: Value,
+) -> Result<Value, StoreError> {
+    let storage = req.resource.storage();
+    match req.ctx.store.get(&storage, key).await {
+        Ok(_) => {
+            return Err(StoreError::AlreadyExists {
+                resource: storage,
+                key: key.clone(),
+            });
+        }
+        Err(StoreError::NotFound { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    crate::store::fill_create_metadata(&mut object, key)?;
+    Ok(object)
+}
+
+/// `ValidatePathSegmentName`: names that cannot be a URL path segment.
+fn invalid_path_segment(name: &str) -> Option<&'static str> {
+    match name {
+        "." => Some("may not be '.'"),
+        ".." => Some("may not be '..'"),
+        _ if name.contains('/') => Some("may not contain '/'"),
+        _ if name.contains('%') => Some("may not contain '%'"),
+        _ => None,
+    }
+}
+
+/// Carries what clients may not change from the stored object into the one being written, and applies
+/// the status subresource split.
+fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) -> Value {
+    let status_subresource = req.info.subresource == "status";
+    if status_subresource {
+        // Only status changes; everything else stays, except the client's resourceVersion precondition.
+        let mut next = current.clone();
+        match incoming.get("status") {
+            Some(status) => next["status"] = status.clone(),
+            None => {
+                if let Some(map) = next.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        }
+        let rv = incoming.pointer("/metadata/resourceVersion").cloned();
+        if let Some(metadata) = metadata_mut(&mut next) {
+            match rv {
+                Some(rv) => metadata.insert("resourceVersion".to_owned(), rv),
+                None => metadata.remove("resourceVersion"),
+            };
+        }
+        return next;
+    }
+    if req.resource.has_status()
+        && let Some(map) = incoming.as_object_mut()
+    {
+        match current.get("status") {
+            Some(status) => map.insert("status".to_owned(), status.clone()),
+            None => map.remove("status"),
+        };
+    }
+    let deletion: Vec<(String, Value)> = ["deletionTimestamp", "deletionGracePeriodSeconds"]
+        .iter()
+        .filter_map(|f| {
+            current
+                .pointer(&format!("/metadata/{f}"))
+                .map(|v| ((*f).to_owned(), v.clone()))
+        })
+        .collect();
+    if let Some(metadata) = metadata_mut(&mut incoming) {
+        metadata.remove("deletionTimestamp");
+        metadata.remove("deletionGracePeriodSeconds");
+        metadata.extend(deletion);
+    }
+    incoming
+}
+
+/// After a write: an object being deleted whose last finalizer is gone is removed (what the generic
+/// registry's update does when `deletionTimestamp` is set and `finalizers` is empty).
+async fn finish_deletion(req: &RestRequest<'_>, written: Value) -> Result<Value, Status> {
+    let deleting = written.pointer("/metadata/deletionTimestamp").is_some();
+    let finalizers_left = written
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    if deleting && !finalizers_left {
+        return match req
+            .ctx
+            .store
+            .delete(&req.resource.storage(), &req.key(), None)
+            .await
+        {
+            Ok(deleted) => Ok(deleted),
+            Err(StoreError::NotFound { .. }) => Ok(written),
+            Err(e) => Err(e.into()),
+        };
+    }
+    Ok(written)
+}
+
+/// Writes `next` over `current` (or returns it unwritten under dry run).
+async fn write(req: &RestRequest<'_>, next: Value, expected: Option<u64>) -> Result<Value, StoreError> {
+    if req.query.dry_run().unwrap_or(false) {
+        return Ok(next);
+    }
+    req.ctx
+        .store
+        .update(&req.resource.storage(), &req.key(), next, expected)
+        .await
+}
+
+/// PUT on an object (or its status).
+pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+    req.query.dry_run()?;
+    let body = read_body(body).await?;
+    let mut object = decode_body(&req.headers, &body, req.resource.custom)?;
+    check_type_meta(&object, &req.resource.api_version(), &req.resource.kind)?;
+    check_update_name(&mut object, &req.info.name, req.namespace.as_deref())?;
+    if let Some(rv) = object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        && !rv.is_empty()
+        && rv.parse::<u64>().is_err()
+    {
+        return Err(Status::bad_request(format!("invalid resource version: {rv:?}")));
+    }
+    let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
+    let next = merge_for_write(req, &current, object);
+    let written = write(req, next, None).await?;
+    let written = finish_deletion(req, written).await?;
+    Ok(req.respond(StatusCode::OK, &render_object(req, written)))
+}
+
+/// PATCH on an object (or its status).
+pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+    req.query.dry_run()?;
+    let patch_type =
+        PatchType::from_content_type(content_type(&req.headers).as_deref(), req.resource.custom)?;
+    if patch_type == PatchType::Apply {
+        patch::require_field_manager(req.query.get("fieldManager"))?;
+    }
+    let body = read_body(body).await?;
+    for _ in 0..PATCH_ATTEMPTS {
+        let current = match req.ctx.store.get(&req.resource.storage(), &req.key()).await {
+            Ok(current) => current,
+            Err(StoreError::NotFound { .. })
+                if patch_type == PatchType::Apply && req.info.subresource.is_empty() =>
+            {
+                // Server-side apply creates what does not exist.
+                let mut applied = patch::apply(patch_type, &Value::Object(Default::default()), &body)?;
+                check_type_meta(&applied, &req.resource.api_version(), &req.resource.kind)?;
+                check_update_name(&mut applied, &req.info.name, req.namespace.as_deref())?;
+                let (created, code) = create_object(req, applied).await?;
+                return Ok(req.respond(code, &render_object(req, created)));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let current_rv = resource_version(&current);
+        let presented = req.present(current.clone());
+        let mut patched = patch::apply(patch_type, &presented, &body)?;
+        if !patched.is_object() {
+            return Err(Status::bad_request("the patch result is not a JSON object"));
+        }
+        check_type_meta(&patched, &req.resource.api_version(), &req.resource.kind)?;
+        check_update_name(&mut patched, &req.info.name, req.namespace.as_deref())?;
+        let patched_rv = patched
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let conditional = !patched_rv.is_empty() && patched_rv.parse::<u64>().ok() != current_rv;
+        if conditional {
+            // The patch itself carried a (different) resourceVersion: a precondition that failed.
+            return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
+        }
+        let next = merge_for_write(req, &current, patched);
+        match write(req, next, current_rv).await {
+            Ok(written) => {
+                let written = finish_deletion(req, written).await?;
+                return Ok(req.respond(StatusCode::OK, &render_object(req, written)));
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Status::conflict(&req.resource.group_resource(), &req.info.name))
+}

@@ -1,0 +1,201 @@
+//! The handler chain of one server, read top to bottom as a request travels it:
+//! authentication → authorization → request info → (the MVP filter) → local routing
+//! (health, `/version`, `/metrics`, discovery, resources) → storage.
+//!
+//! Like kube-apiserver, the MVP filter sits after authentication and authorization (spec §1.1), so 401 and
+//! 403 are always answered by the server the client talked to, and in front of local routing, so it sees
+//! every resource request before the router would answer 404.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{HeaderValue, StatusCode, header};
+use mvp_core::{MvpBody, MvpLayer, RequestInfo, UserInfo};
+use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
+
+use crate::auth::{Authenticator, ConnectionInfo};
+use crate::server::{ServedRequest, ServerState};
+use crate::status::Status;
+
+/// The complete, type-erased service a connection serves.
+pub type HandlerChain = BoxCloneSyncService<Request<Body>, Response, Infallible>;
+
+/// Paths answered without credentials, as a default RBAC setup lets `system:anonymous` read them
+/// (`system:public-info-viewer`), so health probes work without a client certificate.
+const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
+
+/// Header the MVP adds to proxied requests (spec §3.1).
+const PEER_PROXIED_HEADER: &str = "x-kubernetes-peer-proxied";
+
+/// Builds the chain for one server; `mvp` is the peer proxy filter when it is installed.
+pub fn handler_chain(
+    state: Arc<ServerState>,
+    authenticator: Arc<Authenticator>,
+    mvp: Option<MvpLayer>,
+) -> HandlerChain {
+    let router = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/livez", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/version", get(version))
+        .route("/metrics", get(metrics))
+        .fallback(api)
+        .with_state(state.clone());
+    let front = ServiceBuilder::new()
+        .layer(from_fn_with_state(authenticator, authenticate))
+        .layer(from_fn_with_state(state, record_and_classify));
+    match mvp {
+        Some(mvp) => BoxCloneSyncService::new(
+            front
+                .map_response(|response: http::Response<MvpBody<Body>>| response.map(Body::new))
+                .layer(mvp)
+                .service(router),
+        ),
+        None => BoxCloneSyncService::new(front.service(router)),
+    }
+}
+
+/// Stage 2: authentication. Unauthenticated requests get kube-apiserver's 401 Status.
+async fn authenticate(
+    State(authenticator): State<Arc<Authenticator>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let conn = req
+        .extensions()
+        .get::<ConnectionInfo>()
+        .cloned()
+        .unwrap_or_default();
+    match authenticator.authenticate(&conn, req.headers_mut()) {
+        Some(user) => {
+            req.extensions_mut().insert(user);
+            next.run(req).await
+        }
+        None if PUBLIC_PATHS.contains(&req.uri().path()) => next.run(req).await,
+        None => Status::unauthorized().into_response(),
+    }
+}
+
+/// Stages 3–4: authorization (everyone authenticated may do everything; this is the seam for a real
+/// authorizer), request classification (kube's RequestInfo, kept in the extensions), and the request log
+/// that lets tests see which user a server believed it served.
+async fn record_and_classify(
+    State(state): State<Arc<ServerState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let info = match RequestInfo::from_parts(req.method(), req.uri()) {
+        Ok(info) => info,
+        Err(e) => {
+            return Status::internal_error(&format!("failed to create RequestInfo: {e}")).into_response();
+        }
+    };
+    if let Some(user) = req.extensions().get::<UserInfo>() {
+        state.requests.record(ServedRequest {
+            user: user.clone(),
+            method: req.method().to_string(),
+            uri: req
+                .uri()
+                .path_and_query()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            peer_proxied: req
+                .headers()
+                .get(PEER_PROXIED_HEADER)
+                .is_some_and(|v| v.as_bytes() == b"true"),
+        });
+    }
+    let (verb, group, version, resource) = (
+        info.verb.clone(),
+        info.api_group.clone(),
+        info.api_version.clone(),
+        info.resource.clone(),
+    );
+    req.extensions_mut().insert(info);
+    let response = next.run(req).await;
+    state
+        .metrics
+        .observe_request(&verb, &group, &version, &resource, response.status().as_u16());
+    response
+}
+
+async fn healthz() -> Response {
+    text(StatusCode::OK, "ok")
+}
+
+/// `/readyz`: not ready until this server's identity is published (as the identity lease post-start hook
+/// gates kube-apiserver's readiness).
+async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
+    if state.is_ready() {
+        text(StatusCode::OK, "ok")
+    } else {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "[-]poststarthook/start-kube-apiserver-identity-lease-controller failed: not finished\n\
+             readyz check failed\n",
+        )
+    }
+}
+
+async fn version(State(state): State<Arc<ServerState>>) -> Response {
+    axum::Json(crate::version_info::version_info(
+        state.options.binary_version,
+        state.options.emulated_version,
+    ))
+    .into_response()
+}
+
+async fn metrics(State(state): State<Arc<ServerState>>) -> Response {
+    let mut response = state.metrics.render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// Everything under `/api` and `/apis` (and anything unknown): discovery, resources, or Go's 404.
+async fn api(State(state): State<Arc<ServerState>>, req: Request) -> Response {
+    let served = state.served.borrow().clone();
+    let (parts, body) = req.into_parts();
+    if let Some(response) = crate::discovery::serve(&parts, &served, &state.discovery) {
+        return response.map(Body::from);
+    }
+    let Some(info) = parts.extensions.get::<RequestInfo>().cloned() else {
+        return not_found();
+    };
+    if !info.is_resource_request {
+        return not_found();
+    }
+    if crate::whoami::is_self_subject_review(&info) {
+        let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
+        return crate::whoami::self_subject_review(&info, &user);
+    }
+    let ctx = crate::rest::RestContext::new(state.store.clone(), served);
+    crate::rest::handle(&ctx, &info, Request::from_parts(parts, body)).await
+}
+
+/// Go's `http.NotFound`, which kube-apiserver answers for paths nothing serves.
+pub fn not_found() -> Response {
+    let mut response = text(StatusCode::NOT_FOUND, "404 page not found\n");
+    response
+        .headers_mut()
+        .insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    response
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response {
+    let mut response = (code, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

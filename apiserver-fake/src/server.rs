@@ -1,0 +1,409 @@
+//! Stage 1 of a request: the listener, TLS and the per-connection identity; and the server's lifecycle.
+//!
+//! [`start`] binds the secure port, builds the handler chain (authentication → authorization →
+//! [the MVP filter] → local routing, see [`crate::routes`]) and starts the background controllers a real
+//! kube-apiserver runs for the proxy: the identity lease and, in later stages, the peer endpoint record.
+//! [`RunningServer::shutdown`] stops it gracefully (cleaning up what it published);
+//! [`RunningServer::kill`] stops it the way a crash does.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use http::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use mvp_core::UserInfo;
+use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::auth::{AuthSetupError, Authenticator, ConnectionInfo, read_pem_certs};
+use crate::catalog::{CatalogError, ServedApis};
+use crate::config::ServerOptions;
+use crate::crd;
+use crate::discovery::DiscoveryContext;
+use crate::identity;
+use crate::lease::IdentityLeaseController;
+use crate::metrics::ServerMetrics;
+use crate::peer_endpoint::PeerEndpointReconciler;
+use crate::store::Store;
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Authentication could not be configured.
+    #[error(transparent)]
+    Auth(#[from] AuthSetupError),
+    /// The serving certificate or key is unusable.
+    #[error("serving certificate: {0}")]
+    ServingCert(String),
+    /// The API tables rejected the configuration.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The custom-resources file is unusable.
+    #[error(transparent)]
+    CustomResources(#[from] crd::CustomResourcesFileError),
+    /// The peer proxy could not be built.
+    #[error(transparent)]
+    PeerProxy(#[from] crate::peer_proxy::PeerProxyError),
+    /// The secure port could not be bound.
+    #[error("failed to listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One request as the server understood it, kept so tests can see which user a server believed it
+/// served (for example the original user behind a proxied request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedRequest {
+    /// The authenticated user.
+    pub user: UserInfo,
+    /// HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub uri: String,
+    /// Whether the request carried the peer-proxied header.
+    pub peer_proxied: bool,
+}
+
+/// The last requests a server served, newest last (bounded).
+#[derive(Debug, Default)]
+pub struct RequestLog {
+    entries: Mutex<VecDeque<ServedRequest>>,
+}
+
+impl RequestLog {
+    const CAPACITY: usize = 1024;
+
+    /// Records one request, forgetting the oldest when full.
+    pub fn record(&self, entry: ServedRequest) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() == Self::CAPACITY {
+            entries.pop_front();
+        }
+        entries.push_back(entry);
+    }
+
+    /// A copy of the recorded requests, oldest first.
+    pub fn snapshot(&self) -> Vec<ServedRequest> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Everything the handlers of one server share.
+pub struct ServerState {
+    /// The validated configuration.
+    pub options: ServerOptions,
+    /// The APIServerID (also the identity lease name).
+    pub server_id: String,
+    /// `spec.holderIdentity` of this run's identity lease: `<server ID>_<uuid>`.
+    pub holder_identity: String,
+    /// The cluster's shared store.
+    pub store: Arc<dyn Store>,
+    /// What this server serves now (built-ins plus CRDs); updated by background tasks.
+    pub served: watch::Receiver<Arc<ServedApis>>,
+    /// Set once the identity lease is published (`/readyz`).
+    pub ready: AtomicBool,
+    /// Prometheus metrics of this server.
+    pub metrics: ServerMetrics,
+    /// Which users this server believed it served.
+    pub requests: RequestLog,
+    /// The address the server listens on.
+    pub local_addr: SocketAddr,
+    /// What discovery documents need to know about this server.
+    pub discovery: DiscoveryContext,
+}
+
+impl std::fmt::Debug for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerState")
+            .field("server_id", &self.server_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerState {
+    /// Whether `/readyz` reports ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}
+
+/// A started server. Dropping it without [`RunningServer::shutdown`] aborts it like [`RunningServer::kill`].
+#[derive(Debug)]
+pub struct RunningServer {
+    state: Arc<ServerState>,
+    cancel: CancellationToken,
+    tasks: JoinSet<()>,
+    served_tx: Arc<watch::Sender<Arc<ServedApis>>>,
+}
+
+impl RunningServer {
+    /// The listening address (with the real port when `--secure-port=0`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.state.local_addr
+    }
+
+    /// `https://ip:port` of this server.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.state.local_addr)
+    }
+
+    /// The APIServerID.
+    pub fn server_id(&self) -> &str {
+        &self.state.server_id
+    }
+
+    /// Shared state (configuration, metrics, request log).
+    pub fn state(&self) -> &Arc<ServerState> {
+        &self.state
+    }
+
+    /// Replaces what the server serves (used by the CRD controller and by tests).
+    pub fn served_sender(&self) -> &Arc<watch::Sender<Arc<ServedApis>>> {
+        &self.served_tx
+    }
+
+    /// Waits until `/readyz` would answer ok, or the timeout passes; returns whether it is ready.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.state.is_ready() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
+    /// Graceful shutdown: stop accepting, delete the own identity lease (1.35+, spec §2.2), close
+    /// connections (open watches are cut after a short grace period).
+    pub async fn shutdown(mut self) {
+        self.state.ready.store(false, Ordering::Release);
+        self.cancel.cancel();
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(2), drain).await.is_err() {
+            self.tasks.abort_all();
+        }
+        // Controllers have stopped, so nothing re-creates what we remove now.
+        PeerEndpointReconciler::remove(&self.state).await;
+        if self.state.options.emulated_version.minor >= 35 {
+            IdentityLeaseController::delete_own_lease(&self.state).await;
+        }
+    }
+
+    /// Stops the server the way a crash does: nothing it published is cleaned up.
+    pub fn kill(mut self) {
+        self.cancel.cancel();
+        self.tasks.abort_all();
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.tasks.abort_all();
+    }
+}
+
+/// Starts one fake kube-apiserver on `store`.
+pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<RunningServer, ServerError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let acceptor = TlsAcceptor::from(Arc::new(server_tls_config(&options)?));
+    let authenticator = Arc::new(Authenticator::from_flags(&options.flags)?);
+    let builtin = Arc::new(ServedApis::builtin(
+        options.emulated_version,
+        &options.runtime_config,
+        &options.feature_gates,
+    )?);
+    let (served_tx, served) = watch::channel(builtin.clone());
+    let served_tx = Arc::new(served_tx);
+    if let Err(e) = crate::rest::lifecycle::ensure_system_namespaces(store.as_ref()).await {
+        tracing::warn!(error = %e, "could not create the system namespaces");
+    }
+    if let Some(path) = &options.flags.custom_resources_file {
+        crd::create_crds(store.as_ref(), crd::read_custom_resources_file(path)?).await;
+    }
+
+    let bind = SocketAddr::new(options.flags.bind_address, options.flags.secure_port);
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+
+    let server_id = identity::server_id(&options.hostname);
+    let holder_identity = format!("{server_id}_{}", uuid::Uuid::new_v4());
+    let discovery = DiscoveryContext::new(
+        options.emulated_version,
+        options.feature_gates.clone(),
+        SocketAddr::new(options.public_address(), local_addr.port()).to_string(),
+    );
+    let state = Arc::new(ServerState {
+        discovery,
+        metrics: ServerMetrics::new(),
+        options,
+        server_id,
+        holder_identity,
+        store,
+        served,
+        ready: AtomicBool::new(false),
+        requests: RequestLog::default(),
+        local_addr,
+    });
+
+    if state
+        .options
+        .feature_gates
+        .enabled("StorageVersionAPI", state.options.emulated_version)
+    {
+        // Before readiness, as kube-apiserver's readiness waits for the storage version manager.
+        let now = crate::identity::micro_time(time::OffsetDateTime::now_utc());
+        crate::storage_version::publish(state.store.as_ref(), &builtin, &state.server_id, &now).await;
+    }
+
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let mvp = crate::peer_proxy::install(&state, &mut tasks, &cancel).await?;
+    let app = crate::routes::handler_chain(state.clone(), authenticator, mvp);
+    tasks.spawn(accept_loop(listener, acceptor, app, cancel.clone()));
+    tasks.spawn(IdentityLeaseController::new(state.clone()).run(cancel.clone()));
+    tasks.spawn(crd::run_crd_controller(
+        state.store.clone(),
+        builtin,
+        served_tx.clone(),
+        cancel.clone(),
+    ));
+    if state.options.mvp_gate_enabled() {
+        // Upstream runs the peer endpoint reconciler whenever the gate is on, even without --peer-ca-file.
+        tasks.spawn(PeerEndpointReconciler::new(state.clone()).run(cancel.clone()));
+    }
+    tracing::info!(server_id = %state.server_id, addr = %local_addr, "fake kube-apiserver listening");
+    Ok(RunningServer {
+        state,
+        cancel,
+        tasks,
+        served_tx,
+    })
+}
+
+fn server_tls_config(options: &ServerOptions) -> Result<ServerConfig, ServerError> {
+    let (Some(cert_file), Some(key_file)) =
+        (&options.flags.tls_cert_file, &options.flags.tls_private_key_file)
+    else {
+        return Err(ServerError::ServingCert(
+            "--tls-cert-file and --tls-private-key-file are required".into(),
+        ));
+    };
+    let chain = read_pem_certs(cert_file)?;
+    let key_pem = std::fs::read(key_file)
+        .map_err(|e| ServerError::ServingCert(format!("failed to read {}: {e}", key_file.display())))?;
+    let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
+        .map_err(|e| ServerError::ServingCert(format!("{}: {e}", key_file.display())))?
+        .ok_or_else(|| ServerError::ServingCert(format!("{}: no private key found", key_file.display())))?;
+
+    // Trust the union of client CAs for the handshake; which one a chain belongs to is decided later
+    // by the authenticators. Clients without certificates are allowed (tokens, 401).
+    let mut roots = rustls::RootCertStore::empty();
+    for path in [
+        &options.flags.client_ca_file,
+        &options.flags.requestheader_client_ca_file,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        for cert in read_pem_certs(path)? {
+            roots
+                .add(cert)
+                .map_err(|e| ServerError::ServingCert(format!("{}: {e}", path.display())))?;
+        }
+    }
+    let builder = if roots.is_empty() {
+        ServerConfig::builder().with_no_client_auth()
+    } else {
+        let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| ServerError::ServingCert(e.to_string()))?;
+        ServerConfig::builder().with_client_cert_verifier(verifier)
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| ServerError::ServingCert(e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    app: crate::routes::HandlerChain,
+    cancel: CancellationToken,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = cancel.cancelled() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let Ok((tcp, remote_addr)) = accepted else {
+            continue;
+        };
+        let (acceptor, app, cancel) = (acceptor.clone(), app.clone(), cancel.clone());
+        connections.spawn(async move {
+            let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+            else {
+                return;
+            };
+            let client_chain = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|chain| Arc::new(chain.iter().map(|c| c.clone().into_owned()).collect()));
+            let info = ConnectionInfo {
+                remote_addr: Some(remote_addr),
+                client_chain,
+            };
+            let svc = app.map_request(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(info.clone());
+                req.map(Body::new)
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn =
+                builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
+                }
+            }
+        });
+    }
+    // Dropping the JoinSet aborts connections still open (e.g. watches).
+    connections.shutdown().await;
+}

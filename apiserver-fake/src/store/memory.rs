@@ -1,0 +1,895 @@
+//! [`MemoryStore`]: the in-memory [`Store`] every fake of a process shares.
+//!
+//! All state sits behind one mutex that is never held across an `.await`. Each commit bumps the
+//! revision, appends the event to a bounded history ring and broadcasts it *under the same lock*, and a
+//! watch reads the history and subscribes under that lock too: so a watcher sees every event after its
+//! start revision exactly once, in commit order, whatever writers do concurrently. Sending on the
+//! broadcast channel never waits, so a slow watcher cannot block writers; one that falls more than the
+//! channel's capacity behind gets [`StoreError::Expired`] and its stream ends.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::{
+    Object, ObjectKey, Preconditions, StorageResource, Store, StoreError, StoreResult, WatchEvent,
+    WatchEventType, WatchStream, resource_version,
+};
+
+/// Events kept for watches that start in the past (etcd keeps history until compaction).
+pub const DEFAULT_HISTORY: usize = 10_000;
+
+/// One committed change, with what watchers filter on.
+#[derive(Debug)]
+struct Committed {
+    resource: StorageResource,
+    namespace: Option<String>,
+    event: WatchEvent,
+}
+
+impl Committed {
+    fn matches(&self, resource: &StorageResource, namespace: Option<&str>) -> bool {
+        &self.resource == resource && namespace.is_none_or(|ns| self.namespace.as_deref() == Some(ns))
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    revision: u64,
+    objects: HashMap<StorageResource, BTreeMap<ObjectKey, Object>>,
+    history: VecDeque<Arc<Committed>>,
+    /// The newest revision dropped from `history`; watches must start at or after it.
+    compacted: u64,
+    internal: BTreeMap<String, (Value, Instant)>,
+}
+
+/// The in-memory store: share one `Arc<MemoryStore>` (as `Arc<dyn Store>`) between all fakes of a
+/// cluster.
+#[derive(Debug)]
+pub struct MemoryStore {
+    state: Arc<Mutex<State>>,
+    events: broadcast::Sender<Arc<Committed>>,
+    history_limit: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock cannot leave the maps half-written in a way later readers
+    // mis-handle (every mutation is a single insert/remove), so keep serving.
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `creationTimestamp` format: RFC 3339 in UTC with second precision (`2024-05-01T10:00:00Z`).
+pub(crate) fn now_timestamp() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let now = now.replace_nanosecond(0).unwrap_or(now);
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Sets what kube's `BeforeCreate` and the store set on a new object: name/namespace from the key, a
+/// fresh `uid`, `creationTimestamp`, `generation` 1, and no deletion fields.
+pub(crate) fn fill_create_metadata(object: &mut Object, key: &ObjectKey) -> StoreResult<()> {
+    let metadata = metadata_mut(object)?;
+    metadata.insert("name".to_owned(), Value::String(key.name.clone()));
+    match &key.namespace {
+        Some(ns) => {
+            metadata.insert("namespace".to_owned(), Value::String(ns.clone()));
+        }
+        None => {
+            metadata.remove("namespace");
+        }
+    }
+    metadata.insert("uid".to_owned(), Value::String(uuid::Uuid::new_v4().to_string()));
+    metadata.insert("creationTimestamp".to_owned(), Value::String(now_timestamp()));
+    metadata.insert("generation".to_owned(), Value::from(1));
+    metadata.remove("deletionTimestamp");
+    metadata.remove("deletionGracePeriodSeconds");
+    metadata.remove("resourceVersion");
+    Ok(())
+}
+
+fn metadata_mut(object: &mut Object) -> StoreResult<&mut Map<String, Value>> {
+    let Value::Object(map) = object else {
+        return Err(StoreError::InvalidObject(
+            "the object is not a JSON object".to_owned(),
+        ));
+    };
+    let metadata = map.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        return Err(StoreError::InvalidObject(
+            "metadata is not a JSON object".to_owned(),
+        ));
+    }
+    match metadata {
+        Value::Object(m) => Ok(m),
+        _ => Err(StoreError::InvalidObject(
+            "metadata is not a JSON object".to_owned(),
+        )),
+    }
+}
+
+fn set_resource_version(object: &mut Object, revision: u64) {
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+        metadata.insert("resourceVersion".to_owned(), Value::String(revision.to_string()));
+    }
+}
+
+impl MemoryStore {
+    /// An empty store keeping [`DEFAULT_HISTORY`] events.
+    pub fn new() -> Self {
+        Self::with_history(DEFAULT_HISTORY)
+    }
+
+    /// An empty store keeping `history` events (at least 1) for watches and buffering as many per
+    /// watcher before a slow watcher is cut off.
+    pub fn with_history(history: usize) -> Self {
+        let history = history.max(1);
+        let (events, _) = broadcast::channel(history);
+        Self {
+            state: Arc::new(Mutex::new(State::default())),
+            events,
+            history_limit: history,
+        }
+    }
+
+    /// Records a committed change: history (dropping the oldest beyond the limit) and broadcast. Must be
+    /// called with the state locked, right after bumping the revision.
+    fn commit(
+        &self,
+        state: &mut State,
+        resource: &StorageResource,
+        key: &ObjectKey,
+        event_type: WatchEventType,
+        object: Object,
+        prev_object: Option<Object>,
+    ) {
+        let committed = Arc::new(Committed {
+            resource: resource.clone(),
+            namespace: key.namespace.clone(),
+            event: WatchEvent {
+                event_type,
+                object,
+                revision: state.revision,
+                prev_object,
+            },
+        });
+        state.history.push_back(committed.clone());
+        while state.history.len() > self.history_limit {
+            if let Some(dropped) = state.history.pop_front() {
+                state.compacted = dropped.event.revision;
+            }
+        }
+        // No receivers is not an error for us.
+        let _ = self.events.send(committed);
+    }
+
+    fn create_sync(
+        &self,
+        resource: &StorageResource,
+        key: &ObjectKey,
+        mut object: Object,
+    ) -> StoreResult<Object> {
+        fill_create_metadata(&mut object, key)?;
+        let mut state = lock(&self.state);
+        if state
+            .objects
+            .get(resource)
+            .is_some_and(|objects| objects.contains_key(key))
+        {
+            return Err(StoreError::AlreadyExists {
+                resource: resource.clone(),
+                key: key.clone(),
+            });
+        }
+        state.revision += 1;
+        set_resource_version(&mut object, state.revision);
+        state
+            .objects
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), object.clone());
+        self.commit(
+            &mut state,
+            resource,
+            key,
+            WatchEventType::Added,
+            object.clone(),
+            None,
+        );
+        Ok(object)
+    }
+
+    fn update_sync(
+        &self,
+        resource: &StorageResource,
+        key: &ObjectKey,
+        mut object: Object,
+        expected: Option<u64>,
+    ) -> StoreResult<Object> {
+        metadata_mut(&mut object)?;
+        let requested_rv = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|rv| !rv.is_empty())
+            .map(str::to_owned);
+        let mut state = lock(&self.state);
+        let not_found = || StoreError::NotFound {
+            resource: resource.clone(),
+            key: key.clone(),
+        };
+        let current = state
+            .objects
+            .get(resource)
+            .and_then(|objects| objects.get(key))
+            .ok_or_else(not_found)?;
+        let current_rv = resource_version(current).unwrap_or(0);
+        let conflict = match (expected, requested_rv) {
+            (Some(expected), _) => expected != current_rv,
+            (None, Some(rv)) => rv.parse::<u64>().ok() != Some(current_rv),
+            (None, None) => false,
+        };
+        if conflict {
+            return Err(StoreError::Conflict {
+                resource: resource.clone(),
+                key: key.clone(),
+                message: "the object has been modified; please apply your changes to the latest version and \
+                          try again"
+                    .to_owned(),
+            });
+        }
+        // System fields stay as stored; generation moves when the desired state (spec) changed.
+        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64);
+        let spec_changed = current.get("spec") != object.get("spec");
+        let metadata = metadata_mut(&mut object)?;
+        metadata.insert("name".to_owned(), Value::String(key.name.clone()));
+        match &key.namespace {
+            Some(ns) => metadata.insert("namespace".to_owned(), Value::String(ns.clone())),
+            None => metadata.remove("namespace"),
+        };
+        for field in ["uid", "creationTimestamp"] {
+            match current.pointer(&format!("/metadata/{field}")) {
+                Some(value) => metadata.insert(field.to_owned(), value.clone()),
+                None => metadata.remove(field),
+            };
+        }
+        if let Some(generation) = generation {
+            let next = if spec_changed { generation + 1 } else { generation };
+            metadata.insert("generation".to_owned(), Value::from(next));
+        }
+        metadata.insert(
+            "resourceVersion".to_owned(),
+            Value::String(current_rv.to_string()),
+        );
+        // As GuaranteedUpdate: an update that changes nothing is not written and produces no event.
+        if &object == current {
+            return Ok(object);
+        }
+        let previous = current.clone();
+        state.revision += 1;
+        set_resource_version(&mut object, state.revision);
+        state
+            .objects
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), object.clone());
+        self.commit(
+            &mut state,
+            resource,
+            key,
+            WatchEventType::Modified,
+            object.clone(),
+            Some(previous),
+        );
+        Ok(object)
+    }
+
+    fn delete_sync(
+        &self,
+        resource: &StorageResource,
+        key: &ObjectKey,
+        preconditions: Option<Preconditions>,
+    ) -> StoreResult<Object> {
+        let mut state = lock(&self.state);
+        let not_found = || StoreError::NotFound {
+            resource: resource.clone(),
+            key: key.clone(),
+        };
+        let current = state
+            .objects
+            .get(resource)
+            .and_then(|objects| objects.get(key))
+            .ok_or_else(not_found)?;
+        if let Some(pre) = preconditions {
+            let conflict = |message: String| StoreError::Conflict {
+                resource: resource.clone(),
+                key: key.clone(),
+                message,
+            };
+            let uid = current
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if let Some(expected) = pre.uid.filter(|u| u != uid) {
+                return Err(conflict(format!(
+                    "Precondition failed: UID in precondition: {expected}, UID in object meta: {uid}"
+                )));
+            }
+            let rv = resource_version(current).unwrap_or(0);
+            if let Some(expected) = pre.resource_version.filter(|r| *r != rv) {
+                return Err(conflict(format!(
+                    "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in \
+                     object meta: {rv}"
+                )));
+            }
+        }
+        let Some(previous) = state
+            .objects
+            .get_mut(resource)
+            .and_then(|objects| objects.remove(key))
+        else {
+            return Err(not_found());
+        };
+        let mut object = previous.clone();
+        state.revision += 1;
+        set_resource_version(&mut object, state.revision);
+        self.commit(
+            &mut state,
+            resource,
+            key,
+            WatchEventType::Deleted,
+            object.clone(),
+            Some(previous),
+        );
+        Ok(object)
+    }
+
+    fn list_sync(&self, resource: &StorageResource, namespace: Option<&str>) -> (Vec<Object>, u64) {
+        let state = lock(&self.state);
+        let items = state
+            .objects
+            .get(resource)
+            .map(|objects| {
+                objects
+                    .iter()
+                    .filter(|(key, _)| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns)))
+                    .map(|(_, object)| object.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        (items, state.revision)
+    }
+
+    fn watch_sync(
+        &self,
+        resource: &StorageResource,
+        namespace: Option<&str>,
+        from: Option<u64>,
+    ) -> StoreResult<WatchStream> {
+        let state = lock(&self.state);
+        let from = from.unwrap_or(state.revision);
+        if from < state.compacted {
+            return Err(StoreError::Expired {
+                requested: from,
+                oldest: state.compacted,
+            });
+        }
+        let replay: Vec<StoreResult<WatchEvent>> = state
+            .history
+            .iter()
+            .filter(|c| c.event.revision > from && c.matches(resource, namespace))
+            .map(|c| Ok(c.event.clone()))
+            .collect();
+        // Subscribed under the lock: the receiver sees exactly the commits after the replayed history.
+        let receiver = self.events.subscribe();
+        drop(state);
+        let filter = Arc::new((resource.clone(), namespace.map(str::to_owned)));
+        let shared_state = self.state.clone();
+        let live = futures_util::stream::unfold(Some((receiver, from)), move |next| {
+            let filter = filter.clone();
+            let shared_state = shared_state.clone();
+            async move {
+                let (mut receiver, mut last) = next?;
+                loop {
+                    match receiver.recv().await {
+                        Ok(committed) => {
+                            if committed.event.revision > last
+                                && committed.matches(&filter.0, filter.1.as_deref())
+                            {
+                                last = committed.event.revision;
+                                return Some((Ok(committed.event.clone()), Some((receiver, last))));
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            let oldest = lock(&shared_state).compacted;
+                            return Some((
+                                Err(StoreError::Expired {
+                                    requested: last,
+                                    oldest,
+                                }),
+                                None,
+                            ));
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            }
+        });
+        Ok(futures_util::stream::iter(replay).chain(live).boxed())
+    }
+
+    fn put_internal_sync(&self, key: &str, value: Value, ttl: Duration) {
+        let deadline = Instant::now() + ttl;
+        lock(&self.state)
+            .internal
+            .insert(key.to_owned(), (value, deadline));
+    }
+
+    fn get_internal_sync(&self, key: &str) -> Option<Value> {
+        let now = Instant::now();
+        let mut state = lock(&self.state);
+        match state.internal.get(key) {
+            Some((value, deadline)) if *deadline > now => Some(value.clone()),
+            Some(_) => {
+                // Lazy expiry: an expired entry is invisible and removed when touched.
+                state.internal.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn list_internal_sync(&self, prefix: &str) -> Vec<(String, Value)> {
+        let now = Instant::now();
+        let mut state = lock(&self.state);
+        state.internal.retain(|_, (_, deadline)| *deadline > now);
+        state
+            .internal
+            .range(prefix.to_owned()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(key, (value, _))| (key.clone(), value.clone()))
+            .collect()
+    }
+
+    fn delete_internal_sync(&self, key: &str) -> bool {
+        let now = Instant::now();
+        lock(&self.state)
+            .internal
+            .remove(key)
+            .is_some_and(|(_, deadline)| deadline > now)
+    }
+}
+
+impl Store for MemoryStore {
+    fn create<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+        object: Object,
+    ) -> BoxFuture<'a, StoreResult<Object>> {
+        Box::pin(std::future::ready(self.create_sync(resource, key, object)))
+    }
+
+    fn get<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, StoreResult<Object>> {
+        let state = lock(&self.state);
+        let result = state
+            .objects
+            .get(resource)
+            .and_then(|objects| objects.get(key))
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                resource: resource.clone(),
+                key: key.clone(),
+            });
+        drop(state);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn update<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+        object: Object,
+        expected_revision: Option<u64>,
+    ) -> BoxFuture<'a, StoreResult<Object>> {
+        Box::pin(std::future::ready(self.update_sync(
+            resource,
+            key,
+            object,
+            expected_revision,
+        )))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+        preconditions: Option<Preconditions>,
+    ) -> BoxFuture<'a, StoreResult<Object>> {
+        Box::pin(std::future::ready(self.delete_sync(resource, key, preconditions)))
+    }
+
+    fn list<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>> {
+        Box::pin(std::future::ready(Ok(self.list_sync(resource, namespace))))
+    }
+
+    fn watch<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        from: Option<u64>,
+    ) -> BoxFuture<'a, StoreResult<WatchStream>> {
+        Box::pin(std::future::ready(self.watch_sync(resource, namespace, from)))
+    }
+
+    fn current_revision(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(std::future::ready(Ok(lock(&self.state).revision)))
+    }
+
+    fn put_internal<'a>(
+        &'a self,
+        key: &'a str,
+        value: Value,
+        ttl: Duration,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        self.put_internal_sync(key, value, ttl);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn get_internal<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Value>>> {
+        Box::pin(std::future::ready(Ok(self.get_internal_sync(key))))
+    }
+
+    fn list_internal<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<(String, Value)>>> {
+        Box::pin(std::future::ready(Ok(self.list_internal_sync(prefix))))
+    }
+
+    fn delete_internal<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
+        Box::pin(std::future::ready(Ok(self.delete_internal_sync(key))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn jobs() -> StorageResource {
+        StorageResource::new("batch", "jobs")
+    }
+
+    fn job(name: &str) -> Object {
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {"parallelism": 1}})
+    }
+
+    #[tokio::test]
+    async fn create_sets_system_fields_and_rejects_duplicates() {
+        let store = MemoryStore::new();
+        let key = ObjectKey::namespaced("default", "a");
+        let created = store.create(&jobs(), &key, job("a")).await.unwrap();
+        assert_eq!(created["metadata"]["resourceVersion"], "1");
+        assert_eq!(created["metadata"]["namespace"], "default");
+        assert_eq!(created["metadata"]["generation"], 1);
+        assert_eq!(created["metadata"]["uid"].as_str().unwrap().len(), 36);
+        let ts = created["metadata"]["creationTimestamp"].as_str().unwrap();
+        assert!(ts.ends_with('Z') && ts.len() == 20, "{ts}");
+        let err = store.create(&jobs(), &key, job("a")).await.unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists { .. }));
+        assert_eq!(store.current_revision().await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn update_checks_resource_version_and_bumps_generation_on_spec_change() {
+        let store = MemoryStore::new();
+        let key = ObjectKey::namespaced("default", "a");
+        let created = store.create(&jobs(), &key, job("a")).await.unwrap();
+        let mut changed = created.clone();
+        changed["spec"]["parallelism"] = json!(2);
+        changed["metadata"]["uid"] = json!("forged");
+        let updated = store.update(&jobs(), &key, changed.clone(), None).await.unwrap();
+        assert_eq!(updated["metadata"]["resourceVersion"], "2");
+        assert_eq!(updated["metadata"]["generation"], 2);
+        assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+        // Stale resourceVersion in the object → Conflict.
+        let err = store
+            .update(&jobs(), &key, changed.clone(), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+        // Explicit expected revision wins; label change keeps generation.
+        let mut relabel = updated.clone();
+        relabel["metadata"]["labels"] = json!({"a": "b"});
+        let err = store
+            .update(&jobs(), &key, relabel.clone(), Some(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { .. }));
+        let relabeled = store.update(&jobs(), &key, relabel, Some(2)).await.unwrap();
+        assert_eq!(relabeled["metadata"]["generation"], 2);
+        assert_eq!(relabeled["metadata"]["resourceVersion"], "3");
+        // Without any resourceVersion the update is unconditional.
+        let mut unconditional = relabeled.clone();
+        unconditional["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        unconditional["status"] = json!({"active": 1});
+        assert_eq!(
+            store.update(&jobs(), &key, unconditional, None).await.unwrap()["metadata"]["resourceVersion"],
+            "4"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_op_update_writes_nothing() {
+        let store = MemoryStore::new();
+        let key = ObjectKey::cluster("n");
+        let created = store
+            .create(
+                &StorageResource::new("", "namespaces"),
+                &key,
+                json!({"metadata": {}}),
+            )
+            .await;
+        let created = created.unwrap();
+        let same = store
+            .update(
+                &StorageResource::new("", "namespaces"),
+                &key,
+                created.clone(),
+                None,
+            )
+            .await;
+        assert_eq!(same.unwrap(), created);
+        assert_eq!(store.current_revision().await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn update_and_delete_of_missing_object_are_not_found() {
+        let store = MemoryStore::new();
+        let key = ObjectKey::namespaced("default", "missing");
+        assert!(matches!(
+            store.update(&jobs(), &key, job("x"), None).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            store.delete(&jobs(), &key, None).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            store.get(&jobs(), &key).await,
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn delete_honours_preconditions_and_returns_deletion_revision() {
+        let store = MemoryStore::new();
+        let key = ObjectKey::namespaced("default", "a");
+        let created = store.create(&jobs(), &key, job("a")).await.unwrap();
+        let err = store
+            .delete(
+                &jobs(),
+                &key,
+                Some(Preconditions {
+                    uid: Some("other".into()),
+                    resource_version: None,
+                }),
+            )
+            .await
+            .unwrap_err();
+        let uid = created["metadata"]["uid"].as_str().unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Operation cannot be fulfilled on jobs.batch \"a\": Precondition failed: UID in precondition: \
+                 other, UID in object meta: {uid}"
+            )
+        );
+        let deleted = store
+            .delete(
+                &jobs(),
+                &key,
+                Some(Preconditions {
+                    uid: Some(uid.to_owned()),
+                    resource_version: Some(1),
+                }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(deleted["metadata"]["resourceVersion"], "2");
+        assert!(store.list(&jobs(), None).await.unwrap().0.is_empty());
+    }
+
+    #[tokio::test]
+    async fn list_filters_by_namespace_in_key_order() {
+        let store = MemoryStore::new();
+        for (ns, name) in [("b", "x"), ("a", "z"), ("a", "y")] {
+            store
+                .create(&jobs(), &ObjectKey::namespaced(ns, name), job(name))
+                .await
+                .unwrap();
+        }
+        let (all, rv) = store.list(&jobs(), None).await.unwrap();
+        let names: Vec<&str> = all
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["y", "z", "x"]);
+        assert_eq!(rv, 3);
+        let (in_a, _) = store.list(&jobs(), Some("a")).await.unwrap();
+        assert_eq!(in_a.len(), 2);
+        let (other, _) = store.list(&StorageResource::new("", "pods"), None).await.unwrap();
+        assert!(other.is_empty());
+    }
+
+    #[tokio::test]
+    async fn watch_replays_history_then_follows_and_filters() {
+        let store = MemoryStore::new();
+        let a = ObjectKey::namespaced("a", "j");
+        store.create(&jobs(), &a, job("j")).await.unwrap();
+        store
+            .create(&jobs(), &ObjectKey::namespaced("b", "j"), job("j"))
+            .await
+            .unwrap();
+        store
+            .create(&StorageResource::new("", "pods"), &a, json!({}))
+            .await
+            .unwrap();
+        let mut from_start = store.watch(&jobs(), Some("a"), Some(0)).await.unwrap();
+        let mut from_now = store.watch(&jobs(), None, None).await.unwrap();
+        store.delete(&jobs(), &a, None).await.unwrap();
+        let first = from_start.next().await.unwrap().unwrap();
+        assert_eq!((first.event_type, first.revision), (WatchEventType::Added, 1));
+        let second = from_start.next().await.unwrap().unwrap();
+        assert_eq!((second.event_type, second.revision), (WatchEventType::Deleted, 4));
+        assert_eq!(second.object["metadata"]["resourceVersion"], "4");
+        let live = from_now.next().await.unwrap().unwrap();
+        assert_eq!((live.event_type, live.revision), (WatchEventType::Deleted, 4));
+    }
+
+    #[tokio::test]
+    async fn watch_from_compacted_revision_is_expired() {
+        let store = MemoryStore::with_history(2);
+        for name in ["a", "b", "c", "d"] {
+            store
+                .create(&jobs(), &ObjectKey::namespaced("x", name), job(name))
+                .await
+                .unwrap();
+        }
+        let err = store.watch(&jobs(), None, Some(1)).await.err().unwrap();
+        assert_eq!(
+            err,
+            StoreError::Expired {
+                requested: 1,
+                oldest: 2
+            }
+        );
+        assert_eq!(err.to_string(), "too old resource version: 1 (2)");
+        let mut ok = store.watch(&jobs(), None, Some(2)).await.unwrap();
+        assert_eq!(ok.next().await.unwrap().unwrap().revision, 3);
+    }
+
+    #[tokio::test]
+    async fn lagging_watcher_gets_error_and_ends_without_blocking_writers() {
+        let store = MemoryStore::with_history(4);
+        let mut slow = store.watch(&jobs(), None, None).await.unwrap();
+        for i in 0..20 {
+            store
+                .create(&jobs(), &ObjectKey::namespaced("x", &i.to_string()), job("j"))
+                .await
+                .unwrap();
+        }
+        let mut seen_error = false;
+        while let Some(item) = slow.next().await {
+            if item.is_err() {
+                seen_error = true;
+            }
+        }
+        assert!(seen_error);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_and_watchers_see_every_event_once_in_order() {
+        let store = Arc::new(MemoryStore::new());
+        const WRITERS: usize = 4;
+        const PER_WRITER: usize = 200;
+        let total = WRITERS * PER_WRITER;
+        let mut watchers = Vec::new();
+        for _ in 0..3 {
+            let stream = store.watch(&jobs(), None, Some(0)).await.unwrap();
+            watchers.push(tokio::spawn(async move {
+                stream
+                    .take(total)
+                    .map(|e| e.unwrap().revision)
+                    .collect::<Vec<u64>>()
+                    .await
+            }));
+        }
+        let mut writers = Vec::new();
+        for w in 0..WRITERS {
+            let store = store.clone();
+            writers.push(tokio::spawn(async move {
+                for i in 0..PER_WRITER {
+                    let key = ObjectKey::namespaced("ns", &format!("w{w}-{}", i % 10));
+                    if store.create(&jobs(), &key, job("j")).await.is_err() {
+                        let current = store.get(&jobs(), &key).await.unwrap();
+                        let mut next = current.clone();
+                        next["spec"]["parallelism"] = json!(i);
+                        store.update(&jobs(), &key, next, None).await.unwrap();
+                    }
+                    if i % 7 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }));
+        }
+        // A late watcher starting mid-way also sees a gap-free suffix.
+        tokio::task::yield_now().await;
+        let late_from = store.current_revision().await.unwrap();
+        let late = store.watch(&jobs(), None, Some(late_from)).await.unwrap();
+        for w in writers {
+            w.await.unwrap();
+        }
+        let expected: Vec<u64> = (1..=total as u64).collect();
+        for watcher in watchers {
+            assert_eq!(watcher.await.unwrap(), expected);
+        }
+        let late: Vec<u64> = late
+            .take(total - late_from as usize)
+            .map(|e| e.unwrap().revision)
+            .collect()
+            .await;
+        assert_eq!(late, ((late_from + 1)..=total as u64).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn internal_keyspace_expires_lazily_and_is_separate() {
+        let store = MemoryStore::new();
+        store
+            .put_internal("/peerserverleases/a", json!({"ip": "1"}), Duration::from_secs(15))
+            .await
+            .unwrap();
+        store
+            .put_internal("/peerserverleases/b", json!({"ip": "2"}), Duration::from_secs(30))
+            .await
+            .unwrap();
+        store
+            .put_internal("/other/c", json!(3), Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_internal("/peerserverleases/a").await.unwrap(),
+            Some(json!({"ip": "1"}))
+        );
+        assert_eq!(store.list_internal("/peerserverleases/").await.unwrap().len(), 2);
+        tokio::time::advance(Duration::from_secs(16)).await;
+        assert_eq!(store.get_internal("/peerserverleases/a").await.unwrap(), None);
+        let live = store.list_internal("/peerserverleases/").await.unwrap();
+        assert_eq!(live, vec![("/peerserverleases/b".to_owned(), json!({"ip": "2"}))]);
+        assert!(store.delete_internal("/peerserverleases/b").await.unwrap());
+        assert!(!store.delete_internal("/peerserverleases/b").await.unwrap());
+        // Not part of the API keyspace.
+        assert_eq!(store.current_revision().await.unwrap(), 0);
+    }
+}

@@ -1,0 +1,275 @@
+//! The cluster's "etcd": one store of API objects shared by every fake server of a process, as real
+//! kube-apiservers share etcd (decisions §4).
+//!
+//! The [`Store`] trait is object-safe and async (every method returns a boxed future), so a real etcd
+//! backend can replace [`MemoryStore`] without touching the REST handlers. Its semantics are etcd3's as
+//! kube-apiserver's storage layer exposes them:
+//!
+//! * one cluster-wide, monotonic revision (`u64`), written into `metadata.resourceVersion` as a string;
+//! * objects are keyed by [`StorageResource`] (group + resource, version-agnostic, like
+//!   `/registry/<group>/<resource>/<namespace>/<name>`) and [`ObjectKey`];
+//! * on create the store sets `resourceVersion`, `uid` (UUID v4), `creationTimestamp` (RFC 3339, second
+//!   precision) and `generation` 1; on update it keeps those system fields and bumps `generation` when
+//!   `spec` changed;
+//! * watches deliver every change after a revision exactly once and in commit order; a revision older
+//!   than the retained history fails with [`StoreError::Expired`] (HTTP 410).
+//!
+//! Beside the API objects there is an *internal keyspace* with TTLs, used for peer endpoint records
+//! (spec §2.4). It is not reachable through the HTTP API.
+
+mod memory;
+
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use memory::MemoryStore;
+pub(crate) use memory::{fill_create_metadata, now_timestamp};
+
+pub use crate::status::GroupResource;
+use crate::status::Status;
+
+/// A stored API object: always a JSON object with `metadata`.
+pub type Object = Value;
+
+/// The storage unit of objects: a group and a resource, independent of the version they are served in
+/// (etcd's `/registry/<group>/<resource>` prefix).
+pub type StorageResource = GroupResource;
+
+/// The key of one object within a [`StorageResource`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// Namespace of namespaced objects; `None` for cluster-scoped ones.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of a cluster-scoped object.
+    pub fn cluster(name: &str) -> Self {
+        Self {
+            namespace: None,
+            name: name.to_owned(),
+        }
+    }
+
+    /// The key of a namespaced object.
+    pub fn namespaced(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// The kind of a watch event, serialised as kube's `watch.EventType` (`ADDED`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum WatchEventType {
+    /// The object was created (or, in an initial list of a watch, exists).
+    Added,
+    /// The object was updated.
+    Modified,
+    /// The object was deleted; the event carries its last state at the deletion revision.
+    Deleted,
+    /// Only the revision moved on (REST-level progress notification; never produced by the store).
+    Bookmark,
+    /// An error (a `Status` object) terminates the watch (REST level; never produced by the store).
+    Error,
+}
+
+/// One change seen by a watch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    /// What happened.
+    pub event_type: WatchEventType,
+    /// The object after the change (for `Deleted`, before it, with the deletion's resourceVersion).
+    pub object: Object,
+    /// The revision of the change (equals the object's `metadata.resourceVersion`).
+    pub revision: u64,
+    /// The object before the change (`None` for `Added`), as etcd's `prevKV`: lets a filtered watch
+    /// turn a change into `ADDED`/`DELETED` when the object enters or leaves its selector.
+    pub prev_object: Option<Object>,
+}
+
+/// A stream of watch events in commit order. It yields one `Err` and ends when the watcher fell
+/// behind the store's buffer (as an etcd watch closes after compaction).
+pub type WatchStream = BoxStream<'static, Result<WatchEvent, StoreError>>;
+
+/// Preconditions of a delete (`DeleteOptions.preconditions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// The object's `metadata.uid` must equal this.
+    pub uid: Option<String>,
+    /// The object's `metadata.resourceVersion` must equal this.
+    pub resource_version: Option<u64>,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No object under that key.
+    #[error("{resource} {:?} not found", key.name)]
+    NotFound {
+        /// The resource looked in.
+        resource: StorageResource,
+        /// The missing key.
+        key: ObjectKey,
+    },
+    /// Create of a key that exists.
+    #[error("{resource} {:?} already exists", key.name)]
+    AlreadyExists {
+        /// The resource written to.
+        resource: StorageResource,
+        /// The existing key.
+        key: ObjectKey,
+    },
+    /// A precondition (resourceVersion or uid) did not hold.
+    #[error("Operation cannot be fulfilled on {resource} {:?}: {message}", key.name)]
+    Conflict {
+        /// The resource written to.
+        resource: StorageResource,
+        /// The key.
+        key: ObjectKey,
+        /// Upstream's reason text (e.g. "the object has been modified; ...").
+        message: String,
+    },
+    /// A watch asked for history the store no longer has.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired {
+        /// The requested revision.
+        requested: u64,
+        /// The newest revision no longer retained (history covers revisions after it).
+        oldest: u64,
+    },
+    /// The value written is not a JSON object.
+    #[error("invalid object: {0}")]
+    InvalidObject(String),
+    /// The backend could not be reached (reserved for remote backends such as etcd).
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<StoreError> for Status {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound { resource, key } => Status::not_found(&resource, &key.name),
+            StoreError::AlreadyExists { resource, key } => Status::already_exists(&resource, &key.name),
+            StoreError::Conflict {
+                resource,
+                key,
+                message,
+            } => Status::conflict_with(&resource, &key.name, &message),
+            StoreError::Expired { requested, oldest } => Status::too_old_resource_version(requested, oldest),
+            StoreError::InvalidObject(message) => Status::bad_request(message),
+            StoreError::Unavailable(message) => Status::service_unavailable(message),
+        }
+    }
+}
+
+/// The result type of store operations.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The cluster's shared object store (see the module docs for its semantics).
+///
+/// Every method returns a boxed future so the trait is object-safe (`Arc<dyn Store>`) and a remote
+/// backend can be asynchronous.
+pub trait Store: Send + Sync + 'static {
+    /// Creates `object` under `key`, setting `metadata.name`/`namespace` from the key, and
+    /// `resourceVersion`, `uid`, `creationTimestamp` and `generation`. Returns the stored object.
+    fn create<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+        object: Object,
+    ) -> BoxFuture<'a, StoreResult<Object>>;
+
+    /// The current object under `key`.
+    fn get<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, StoreResult<Object>>;
+
+    /// Replaces the object under `key`. The precondition is `expected_revision` when given, else the
+    /// object's own `metadata.resourceVersion` when set and non-empty (as kube's update is conditional
+    /// on the resourceVersion the client sent), else none; a failed precondition is
+    /// [`StoreError::Conflict`]. `uid`, `creationTimestamp` and `generation` are kept from the stored
+    /// object; `generation` is bumped when `spec` changed. Returns the stored object.
+    fn update<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+        object: Object,
+        expected_revision: Option<u64>,
+    ) -> BoxFuture<'a, StoreResult<Object>>;
+
+    /// Deletes the object under `key` if `preconditions` hold; returns its last state carrying the
+    /// deletion's revision as `resourceVersion`.
+    fn delete<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        key: &'a ObjectKey,
+        preconditions: Option<Preconditions>,
+    ) -> BoxFuture<'a, StoreResult<Object>>;
+
+    /// All objects of `resource` (in `namespace` only, when given), ordered by key, with the revision the
+    /// list is consistent with.
+    fn list<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+    ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>>;
+
+    /// Changes to `resource` (in `namespace` only, when given) with a revision greater than `from`
+    /// (`None`: the current revision, i.e. only future changes). Fails with [`StoreError::Expired`] when
+    /// `from` is older than the retained history.
+    fn watch<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        from: Option<u64>,
+    ) -> BoxFuture<'a, StoreResult<WatchStream>>;
+
+    /// The store's current revision.
+    fn current_revision(&self) -> BoxFuture<'_, StoreResult<u64>>;
+
+    /// Internal keyspace: writes `value` under `key`, visible for `ttl` (refresh by writing again).
+    fn put_internal<'a>(
+        &'a self,
+        key: &'a str,
+        value: Value,
+        ttl: Duration,
+    ) -> BoxFuture<'a, StoreResult<()>>;
+
+    /// Internal keyspace: the live value under `key` (`None` when absent or expired).
+    fn get_internal<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Value>>>;
+
+    /// Internal keyspace: live entries whose key starts with `prefix`, ordered by key.
+    fn list_internal<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<(String, Value)>>>;
+
+    /// Internal keyspace: removes `key`; `true` when a live entry was removed.
+    fn delete_internal<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+}
+
+/// `metadata.resourceVersion` of an object as a revision (`None` when absent, empty or malformed).
+pub fn resource_version(object: &Value) -> Option<u64> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|rv| rv.parse().ok())
+}

@@ -1,0 +1,88 @@
+//! kubectl, a real client, against a fake: discovery, create, get, leases.
+
+mod support;
+
+use std::process::Command;
+
+use support::{cluster, member};
+
+fn kubectl_available() -> bool {
+    let found = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: kubectl is not on PATH (install it with `apt-get install -y kubectl`)");
+    }
+    found
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
+        .output()
+        .expect("kubectl runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_discovers_creates_and_lists_against_a_fake() {
+    if !kubectl_available() {
+        return;
+    }
+    let cluster = cluster(vec![member("b", 2, "1.36", &[])]).await;
+    let kubeconfig = cluster.dir.join("b.kubeconfig");
+    let run = |args: &'static [&'static str]| {
+        let kubeconfig = kubeconfig.clone();
+        tokio::task::spawn_blocking(move || kubectl(&kubeconfig, args))
+    };
+
+    let (ok, out, err) = run(&["get", "--raw", "/apis"]).await.unwrap();
+    assert!(ok, "{err}");
+    let groups: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(groups["kind"], "APIGroupList");
+
+    let (ok, out, err) = run(&["api-resources", "--api-group=batch", "-o", "name"])
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        vec!["cronjobs.batch", "jobs.batch"]
+    );
+
+    let (ok, out, err) = run(&["create", "job", "hello", "--image=busybox"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "job.batch/hello created");
+
+    let (ok, out, err) = run(&["get", "jobs", "-o", "name"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "job.batch/hello");
+
+    let (ok, out, err) = run(&["get", "jobs"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(out.contains("hello"), "{out}");
+
+    let (ok, out, err) = run(&["get", "leases", "-n", "kube-system", "-o", "name"])
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    let expected = format!(
+        "lease.coordination.k8s.io/{}",
+        apiserver_fake::identity::server_id("b")
+    );
+    assert_eq!(out.trim(), expected);
+
+    let (ok, _, err) = run(&["get", "jobs", "nosuchjob"]).await.unwrap();
+    assert!(!ok);
+    assert!(err.contains(r#"jobs.batch "nosuchjob" not found"#), "{err}");
+}

@@ -1,0 +1,881 @@
+//! The REST layer driven through `rest::handle` with in-memory requests (no sockets), one test per
+//! behaviour a client sees.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver_fake::rest::{self, Lookup, ResourceCatalog, ResourceInfo, RestContext, SubresourceInfo};
+use apiserver_fake::store::{MemoryStore, StorageResource, Store};
+use axum::body::Body;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use mvp_core::RequestInfo;
+use serde_json::{Value, json};
+
+const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+fn info(
+    group: &str,
+    kind: &str,
+    resource: &str,
+    namespaced: bool,
+    status: bool,
+    custom: bool,
+) -> ResourceInfo {
+    ResourceInfo {
+        group: group.into(),
+        version: String::new(),
+        resource: resource.into(),
+        kind: kind.into(),
+        namespaced,
+        verbs: ALL_VERBS.iter().map(|v| (*v).to_owned()).collect(),
+        subresources: if status {
+            vec![SubresourceInfo {
+                name: "status".into(),
+                verbs: vec!["get".into(), "patch".into(), "update".into()],
+            }]
+        } else {
+            vec![]
+        },
+        printer_columns: if custom {
+            vec![rest::table::PrinterColumn::age()]
+        } else {
+            vec![]
+        },
+        custom,
+    }
+}
+
+/// batch/v1 jobs, v1 configmaps/namespaces, example.com/v1 widgets (custom), CRDs, and a create-only
+/// authentication.k8s.io/v1 tokenreviews.
+struct Catalog;
+
+impl ResourceCatalog for Catalog {
+    fn lookup(&self, group: &str, version: &str, resource: &str) -> Lookup {
+        let found = match (group, version) {
+            ("batch", "v1") => match resource {
+                "jobs" => Some(info("batch", "Job", "jobs", true, true, false)),
+                _ => None,
+            },
+            ("", "v1") => match resource {
+                "configmaps" => Some(info("", "ConfigMap", "configmaps", true, false, false)),
+                "namespaces" => Some(info("", "Namespace", "namespaces", false, true, false)),
+                _ => None,
+            },
+            ("example.com", "v1") => match resource {
+                "widgets" => Some(info("example.com", "Widget", "widgets", true, true, true)),
+                _ => None,
+            },
+            ("apiextensions.k8s.io", "v1") => match resource {
+                "customresourcedefinitions" => Some(info(
+                    "apiextensions.k8s.io",
+                    "CustomResourceDefinition",
+                    "customresourcedefinitions",
+                    false,
+                    true,
+                    false,
+                )),
+                _ => None,
+            },
+            ("authentication.k8s.io", "v1") => match resource {
+                "tokenreviews" => {
+                    let mut r = info(
+                        "authentication.k8s.io",
+                        "TokenReview",
+                        "tokenreviews",
+                        false,
+                        false,
+                        false,
+                    );
+                    r.verbs = vec!["create".into()];
+                    Some(r)
+                }
+                _ => None,
+            },
+            _ => return Lookup::GroupVersionNotServed,
+        };
+        match found {
+            Some(mut r) => {
+                r.version = version.to_owned();
+                Lookup::Found(r)
+            }
+            None => Lookup::ResourceNotServed,
+        }
+    }
+
+    fn namespaced_resources(&self) -> Vec<StorageResource> {
+        vec![
+            StorageResource::new("batch", "jobs"),
+            StorageResource::new("", "configmaps"),
+            StorageResource::new("example.com", "widgets"),
+        ]
+    }
+}
+
+struct Api {
+    ctx: RestContext,
+    store: Arc<MemoryStore>,
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    text: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+}
+
+impl Api {
+    fn new() -> Self {
+        Self::with_store(MemoryStore::new())
+    }
+
+    fn with_store(store: MemoryStore) -> Self {
+        let store = Arc::new(store);
+        let ctx = RestContext::new(store.clone(), Arc::new(Catalog))
+            .with_bookmark_interval(Duration::from_millis(50));
+        Self { ctx, store }
+    }
+
+    fn request(
+        method: Method,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> (RequestInfo, Request<Body>) {
+        let mut builder = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let req = builder.body(Body::from(body)).unwrap();
+        let info = RequestInfo::from_parts(req.method(), req.uri()).unwrap();
+        (info, req)
+    }
+
+    async fn send(&self, method: Method, uri: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Reply {
+        let (info, req) = Self::request(method, uri, headers, body);
+        let response = rest::handle(&self.ctx, &info, req).await;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            headers,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    async fn get(&self, uri: &str) -> Reply {
+        self.send(Method::GET, uri, &[], vec![]).await
+    }
+
+    async fn post(&self, uri: &str, body: Value) -> Reply {
+        self.send(
+            Method::POST,
+            uri,
+            &[("content-type", "application/json")],
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
+    async fn put(&self, uri: &str, body: Value) -> Reply {
+        self.send(
+            Method::PUT,
+            uri,
+            &[("content-type", "application/json")],
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
+    async fn patch(&self, uri: &str, content_type: &str, body: &str) -> Reply {
+        self.send(
+            Method::PATCH,
+            uri,
+            &[("content-type", content_type)],
+            body.as_bytes().to_vec(),
+        )
+        .await
+    }
+
+    async fn delete(&self, uri: &str) -> Reply {
+        self.send(Method::DELETE, uri, &[], vec![]).await
+    }
+}
+
+const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+
+fn job(name: &str) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": {"app": name}},
+           "spec": {"parallelism": 1}, "status": {"active": 5}})
+}
+
+#[tokio::test]
+async fn create_get_and_list_a_job() {
+    let api = Api::new();
+    let created = api.post(JOBS, job("a")).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    assert_eq!(created.headers["content-type"], "application/json");
+    assert!(created.text.ends_with('\n'));
+    let created = created.json();
+    assert_eq!(created["kind"], "Job");
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(created["status"], json!({}), "status is dropped on create");
+
+    let got = api.get(&format!("{JOBS}/a")).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.json()["metadata"]["uid"], created["metadata"]["uid"]);
+
+    api.post(JOBS, job("b")).await;
+    let list = api.get(JOBS).await.json();
+    assert_eq!(list["kind"], "JobList");
+    assert_eq!(list["apiVersion"], "batch/v1");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    assert!(
+        list["items"][0].get("kind").is_none(),
+        "built-in list items carry no TypeMeta"
+    );
+    assert_eq!(list["metadata"]["resourceVersion"], "2");
+    let all_namespaces = api.get("/apis/batch/v1/jobs").await.json();
+    assert_eq!(all_namespaces["items"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn missing_objects_and_unknown_paths_answer_like_upstream() {
+    let api = Api::new();
+    let missing = api.get(&format!("{JOBS}/nope")).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        missing.text,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"jobs.batch \
+         \\\"nope\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"nope\",\"group\":\"batch\",\"kind\":\
+         \"jobs\"},\"code\":404}\n"
+    );
+    let unserved = api.get("/apis/batch/v2/namespaces/default/jobs").await;
+    assert_eq!(unserved.status, StatusCode::NOT_FOUND);
+    assert_eq!(unserved.text, "404 page not found\n");
+    assert_eq!(unserved.headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(unserved.headers["x-content-type-options"], "nosniff");
+    let unknown = api.get("/apis/batch/v1/namespaces/default/cronjobz").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        unknown.json()["message"],
+        "the server could not find the requested resource"
+    );
+    // A namespaced object addressed without its namespace has no route.
+    assert_eq!(
+        api.get("/apis/batch/v1/jobs/a").await.status,
+        StatusCode::NOT_FOUND
+    );
+    let create_across = api.post("/apis/batch/v1/jobs", job("x")).await;
+    assert_eq!(create_across.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(
+        create_across.json()["message"],
+        "the server does not allow this method on the requested resource"
+    );
+    let list_reviews = api.get("/apis/authentication.k8s.io/v1/tokenreviews").await;
+    assert_eq!(list_reviews.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(list_reviews.json()["reason"], "MethodNotAllowed");
+}
+
+#[tokio::test]
+async fn create_validates_names_namespaces_and_bodies() {
+    let api = Api::new();
+    let unnamed = api.post(JOBS, json!({"metadata": {}})).await;
+    assert_eq!(unnamed.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        unnamed.json()["message"],
+        "Job.batch \"\" is invalid: metadata.name: Required value: name or generateName is required"
+    );
+    let generated = api
+        .post(JOBS, json!({"metadata": {"generateName": "job-"}}))
+        .await
+        .json();
+    let name = generated["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("job-") && name.len() == 9, "{name}");
+    let wrong_ns = api
+        .post(JOBS, json!({"metadata": {"name": "x", "namespace": "other"}}))
+        .await;
+    assert_eq!(wrong_ns.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        wrong_ns.json()["message"],
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+    let duplicate = api
+        .post(JOBS, json!({"metadata": {"name": generated["metadata"]["name"]}}))
+        .await;
+    assert_eq!(duplicate.status, StatusCode::CONFLICT);
+    assert_eq!(duplicate.json()["reason"], "AlreadyExists");
+    let malformed = api
+        .send(
+            Method::POST,
+            JOBS,
+            &[("content-type", "application/json")],
+            b"{nope".to_vec(),
+        )
+        .await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+    let no_type = api.send(Method::POST, JOBS, &[], b"{}".to_vec()).await;
+    assert_eq!(no_type.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let missing_ns = api.post("/apis/batch/v1/namespaces/ghost/jobs", job("a")).await;
+    assert_eq!(missing_ns.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing_ns.json()["message"], "namespaces \"ghost\" not found");
+    let dry_uri = format!("{JOBS}?dryRun=All");
+    let dry = api
+        .send(
+            Method::POST,
+            &dry_uri,
+            &[("content-type", "application/json")],
+            job("dry").to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(dry.status, StatusCode::CREATED);
+    assert!(dry.json()["metadata"].get("resourceVersion").is_none());
+    assert_eq!(
+        api.get(&format!("{JOBS}/dry")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn update_uses_optimistic_concurrency_and_ignores_status() {
+    let api = Api::new();
+    let created = api.post(JOBS, job("a")).await.json();
+    let mut next = created.clone();
+    next["spec"]["parallelism"] = json!(3);
+    next["status"] = json!({"active": 9});
+    let updated = api.put(&format!("{JOBS}/a"), next.clone()).await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    let updated = updated.json();
+    assert_eq!(updated["metadata"]["generation"], 2);
+    assert_eq!(updated["status"], json!({}), "main resource writes ignore status");
+    let stale = api.put(&format!("{JOBS}/a"), next.clone()).await;
+    assert_eq!(stale.status, StatusCode::CONFLICT);
+    assert_eq!(
+        stale.json()["message"],
+        "Operation cannot be fulfilled on jobs.batch \"a\": the object has been modified; please apply your changes \
+         to the latest version and try again"
+    );
+    next["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    next["spec"]["parallelism"] = json!(4);
+    assert_eq!(
+        api.put(&format!("{JOBS}/a"), next.clone()).await.status,
+        StatusCode::OK
+    );
+    let renamed = api.put(&format!("{JOBS}/b"), next).await;
+    assert_eq!(renamed.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        renamed.json()["message"],
+        "the name of the object (a) does not match the name on the URL (b)"
+    );
+
+    // The status subresource changes only status, and not the generation.
+    let current = api.get(&format!("{JOBS}/a")).await.json();
+    let mut with_status = current.clone();
+    with_status["status"] = json!({"succeeded": 1});
+    with_status["spec"]["parallelism"] = json!(100);
+    let status = api.put(&format!("{JOBS}/a/status"), with_status).await.json();
+    assert_eq!(status["status"], json!({"succeeded": 1}));
+    assert_eq!(status["spec"]["parallelism"], 4);
+    assert_eq!(
+        status["metadata"]["generation"],
+        current["metadata"]["generation"]
+    );
+    let patched = api
+        .patch(
+            &format!("{JOBS}/a/status"),
+            "application/merge-patch+json",
+            r#"{"status":{"failed":2}}"#,
+        )
+        .await;
+    assert_eq!(patched.json()["status"], json!({"succeeded": 1, "failed": 2}));
+}
+
+#[tokio::test]
+async fn patch_types() {
+    let api = Api::new();
+    api.post(JOBS, job("a")).await;
+    let merge = api
+        .patch(
+            &format!("{JOBS}/a"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"x":"1"}}}"#,
+        )
+        .await;
+    assert_eq!(merge.status, StatusCode::OK, "{}", merge.text);
+    assert_eq!(merge.json()["metadata"]["labels"], json!({"app": "a", "x": "1"}));
+    let json_patch = api
+        .patch(
+            &format!("{JOBS}/a"),
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"/spec/parallelism","value":7}]"#,
+        )
+        .await
+        .json();
+    assert_eq!(json_patch["spec"]["parallelism"], 7);
+    assert_eq!(json_patch["metadata"]["generation"], 2);
+    let smp = api
+        .patch(
+            &format!("{JOBS}/a"),
+            "application/strategic-merge-patch+json",
+            r#"{"metadata":{"labels":{"x":null}}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(smp["metadata"]["labels"], json!({"app": "a"}));
+    let bad = api
+        .patch(
+            &format!("{JOBS}/a"),
+            "application/json-patch+json",
+            r#"[{"op":"remove","path":"/nope"}]"#,
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let stale = api
+        .patch(
+            &format!("{JOBS}/a"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"resourceVersion":"1"}}"#,
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::CONFLICT);
+    let unknown = api.patch(&format!("{JOBS}/a"), "text/plain", "x").await;
+    assert_eq!(unknown.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        unknown.json()["message"],
+        "the body of the request was in an unknown format - accepted media types include: \
+         application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, \
+         application/apply-patch+yaml"
+    );
+    let missing = api
+        .patch(&format!("{JOBS}/none"), "application/merge-patch+json", "{}")
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    // Server-side apply creates, then merges.
+    let apply_uri = format!("{JOBS}/applied?fieldManager=test");
+    let applied = api
+        .patch(
+            &apply_uri,
+            "application/apply-patch+yaml",
+            "metadata:\n  name: applied\nspec:\n  parallelism: 2\n",
+        )
+        .await;
+    assert_eq!(applied.status, StatusCode::CREATED, "{}", applied.text);
+    let reapplied = api
+        .patch(
+            &apply_uri,
+            "application/apply-patch+yaml",
+            "metadata:\n  name: applied\n  labels:\n    a: b\n",
+        )
+        .await;
+    assert_eq!(reapplied.status, StatusCode::OK);
+    assert_eq!(reapplied.json()["spec"]["parallelism"], 2);
+    let no_manager = api
+        .patch(
+            &format!("{JOBS}/applied"),
+            "application/apply-patch+yaml",
+            "metadata:\n  name: applied\n",
+        )
+        .await;
+    assert_eq!(no_manager.status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn custom_resources_reject_strategic_merge_and_return_deleted_objects() {
+    let api = Api::new();
+    let uri = "/apis/example.com/v1/namespaces/default/widgets";
+    let created = api.post(uri, json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "status": {"x": 1}})).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    assert!(
+        created.json().get("status").is_none(),
+        "custom resource status is dropped on create"
+    );
+    let list = api.get(uri).await.json();
+    assert_eq!(list["kind"], "WidgetList");
+    assert_eq!(
+        list["items"][0]["kind"], "Widget",
+        "custom resource list items keep TypeMeta"
+    );
+    let smp = api
+        .patch(
+            &format!("{uri}/w"),
+            "application/strategic-merge-patch+json",
+            "{}",
+        )
+        .await;
+    assert_eq!(smp.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let deleted = api.delete(&format!("{uri}/w")).await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    assert_eq!(deleted.json()["kind"], "Widget");
+}
+
+#[tokio::test]
+async fn delete_returns_status_for_jobs_and_honours_finalizers() {
+    let api = Api::new();
+    let created = api.post(JOBS, job("a")).await.json();
+    let deleted = api.delete(&format!("{JOBS}/a")).await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    let deleted = deleted.json();
+    assert_eq!(deleted["kind"], "Status");
+    assert_eq!(deleted["status"], "Success");
+    assert_eq!(
+        deleted["details"],
+        json!({"name": "a", "group": "batch", "kind": "jobs", "uid": created["metadata"]["uid"]})
+    );
+    assert_eq!(
+        api.delete(&format!("{JOBS}/a")).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let mut guarded = job("g");
+    guarded["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    api.post(JOBS, guarded).await;
+    let marked = api.delete(&format!("{JOBS}/g")).await.json();
+    assert!(marked["metadata"]["deletionTimestamp"].is_string(), "{marked}");
+    assert_eq!(api.get(&format!("{JOBS}/g")).await.status, StatusCode::OK);
+    let released = api
+        .patch(
+            &format!("{JOBS}/g"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"finalizers":null}}"#,
+        )
+        .await;
+    assert_eq!(released.status, StatusCode::OK);
+    assert_eq!(api.get(&format!("{JOBS}/g")).await.status, StatusCode::NOT_FOUND);
+
+    let bad_policy = api.delete(&format!("{JOBS}/x?propagationPolicy=Sideways")).await;
+    assert_eq!(bad_policy.status, StatusCode::UNPROCESSABLE_ENTITY);
+    api.post(JOBS, job("p")).await;
+    let precondition = api
+        .send(
+            Method::DELETE,
+            &format!("{JOBS}/p"),
+            &[("content-type", "application/json")],
+            br#"{"preconditions":{"uid":"other"}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(precondition.status, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn deletecollection_and_selectors() {
+    let api = Api::new();
+    for name in ["a", "b", "c"] {
+        api.post(JOBS, job(name)).await;
+    }
+    let selected = api
+        .get(&format!("{JOBS}?labelSelector=app%20in%20(a,b)"))
+        .await
+        .json();
+    assert_eq!(selected["items"].as_array().unwrap().len(), 2);
+    let by_field = api
+        .get(&format!("{JOBS}?fieldSelector=metadata.name!=a"))
+        .await
+        .json();
+    assert_eq!(by_field["items"].as_array().unwrap().len(), 2);
+    let bad = api.get(&format!("{JOBS}?fieldSelector=spec.x=1")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let deleted = api.delete(&format!("{JOBS}?labelSelector=app!=c")).await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text);
+    assert_eq!(deleted.json()["items"].as_array().unwrap().len(), 2);
+    let left = api.get(JOBS).await.json();
+    assert_eq!(left["items"][0]["metadata"]["name"], "c");
+    assert_eq!(left["items"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn chunked_lists_walk_every_item_once() {
+    let api = Api::new();
+    for i in 0..5 {
+        api.post(JOBS, job(&format!("j{i}"))).await;
+    }
+    let mut seen = Vec::new();
+    let mut uri = format!("{JOBS}?limit=2");
+    let mut first_rv = None;
+    loop {
+        let page = api.get(&uri).await.json();
+        let rv = page["metadata"]["resourceVersion"].clone();
+        assert_eq!(*first_rv.get_or_insert(rv.clone()), rv);
+        for item in page["items"].as_array().unwrap() {
+            seen.push(item["metadata"]["name"].as_str().unwrap().to_owned());
+        }
+        match page["metadata"]["continue"].as_str() {
+            Some(token) => {
+                assert!(page["metadata"]["remainingItemCount"].as_u64().unwrap() > 0);
+                uri = format!("{JOBS}?limit=2&continue={token}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["j0", "j1", "j2", "j3", "j4"]);
+    assert_eq!(
+        api.get(&format!("{JOBS}?continue=garbage")).await.status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+#[tokio::test]
+async fn content_negotiation() {
+    let api = Api::new();
+    api.post(JOBS, job("a")).await;
+    let table = api
+        .send(
+            Method::GET,
+            JOBS,
+            &[(
+                "accept",
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            )],
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        table.headers["content-type"],
+        "application/json;as=Table;v=v1;g=meta.k8s.io"
+    );
+    let table = table.json();
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["columnDefinitions"][0]["name"], "Name");
+    assert_eq!(table["rows"][0]["cells"][0], "a");
+    let yaml = api
+        .send(
+            Method::GET,
+            &format!("{JOBS}/a"),
+            &[("accept", "application/yaml")],
+            vec![],
+        )
+        .await;
+    assert_eq!(yaml.headers["content-type"], "application/yaml");
+    assert!(
+        yaml.text.starts_with("kind: Job\napiVersion: batch/v1\n"),
+        "{}",
+        yaml.text
+    );
+    let protobuf = api
+        .send(
+            Method::GET,
+            JOBS,
+            &[("accept", "application/vnd.kubernetes.protobuf")],
+            vec![],
+        )
+        .await;
+    assert_eq!(protobuf.status, StatusCode::NOT_ACCEPTABLE);
+    assert_eq!(protobuf.json()["reason"], "NotAcceptable");
+    let yaml_body = api
+        .send(
+            Method::POST,
+            JOBS,
+            &[("content-type", "application/yaml")],
+            b"metadata:\n  name: y\n".to_vec(),
+        )
+        .await;
+    assert_eq!(yaml_body.status, StatusCode::CREATED, "{}", yaml_body.text);
+}
+
+#[tokio::test]
+async fn namespaces_and_crds() {
+    let api = Api::new();
+    let ns = api
+        .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    assert_eq!(ns.status, StatusCode::CREATED, "{}", ns.text);
+    let ns = ns.json();
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(
+        api.get("/api/v1/namespaces/team").await.json()["metadata"]["name"],
+        "team"
+    );
+    assert_eq!(
+        api.post(
+            "/api/v1/namespaces/team/configmaps",
+            json!({"metadata": {"name": "c"}})
+        )
+        .await
+        .status,
+        StatusCode::CREATED
+    );
+    let deleted = api.delete("/api/v1/namespaces/team").await.json();
+    assert_eq!(deleted["status"]["phase"], "Terminating");
+    assert_eq!(
+        api.get("/api/v1/namespaces/team/configmaps/c").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true}]}});
+    let created = api
+        .post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        .await
+        .json();
+    let conditions = created["status"]["conditions"].as_array().unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True")
+    );
+    assert_eq!(created["status"]["acceptedNames"]["kind"], "Widget");
+    api.post(
+        "/apis/example.com/v1/namespaces/default/widgets",
+        json!({"metadata": {"name": "w"}}),
+    )
+    .await;
+    api.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+        .await;
+    let (widgets, _) = api
+        .store
+        .list(&StorageResource::new("example.com", "widgets"), None)
+        .await
+        .unwrap();
+    assert!(widgets.is_empty(), "deleting a CRD deletes its custom resources");
+}
+
+/// Reads watch events until `n` arrived (each must arrive within a second).
+async fn next_events(body: &mut Body, n: usize) -> Vec<Value> {
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    while events.len() < n {
+        let frame = tokio::time::timeout(Duration::from_secs(1), body.frame())
+            .await
+            .expect("watch event within 1s")
+            .expect("stream still open")
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            buffer.push_str(std::str::from_utf8(&data).unwrap());
+        }
+        while let Some(end) = buffer.find('\n') {
+            let line: String = buffer.drain(..=end).collect();
+            events.push(serde_json::from_str(&line).unwrap());
+        }
+    }
+    events
+}
+
+async fn open_watch(api: &Api, uri: &str) -> Body {
+    let (info, req) = Api::request(Method::GET, uri, &[], vec![]);
+    assert_eq!(info.verb, "watch");
+    let response = rest::handle(&api.ctx, &info, req).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    response.into_body()
+}
+
+#[tokio::test]
+async fn watch_sends_current_state_then_changes_as_they_happen() {
+    let api = Api::new();
+    api.post(JOBS, job("a")).await;
+    let mut body = open_watch(&api, &format!("{JOBS}?watch=1")).await;
+    let initial = next_events(&mut body, 1).await;
+    assert_eq!(initial[0]["type"], "ADDED");
+    assert_eq!(initial[0]["object"]["kind"], "Job");
+    assert_eq!(initial[0]["object"]["metadata"]["name"], "a");
+    api.post(JOBS, job("b")).await;
+    api.patch(
+        &format!("{JOBS}/a"),
+        "application/merge-patch+json",
+        r#"{"spec":{"parallelism":2}}"#,
+    )
+    .await;
+    api.delete(&format!("{JOBS}/b")).await;
+    let changes = next_events(&mut body, 3).await;
+    let summary: Vec<(String, String)> = changes
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["object"]["metadata"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("ADDED".into(), "b".into()),
+            ("MODIFIED".into(), "a".into()),
+            ("DELETED".into(), "b".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn watch_from_resource_version_path_form_selectors_and_bookmarks() {
+    let api = Api::new();
+    let a = api.post(JOBS, job("a")).await.json();
+    let rv = a["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    api.post(JOBS, job("b")).await;
+    // Path form, from a resourceVersion, for one label, with bookmarks.
+    let uri = format!(
+        "/apis/batch/v1/watch/namespaces/default/jobs?resourceVersion={rv}&labelSelector=app%3Db&allowWatchBookmarks=true"
+    );
+    let mut body = open_watch(&api, &uri).await;
+    let events = next_events(&mut body, 2).await;
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["metadata"]["name"], "b");
+    assert_eq!(events[1]["type"], "BOOKMARK");
+    assert_eq!(events[1]["object"]["kind"], "Job");
+    assert_eq!(events[1]["object"]["apiVersion"], "batch/v1");
+    assert_eq!(events[1]["object"]["metadata"]["resourceVersion"], "2");
+    // An object leaving the selector is DELETED for this watcher.
+    api.patch(
+        &format!("{JOBS}/b"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"labels":{"app":"z"}}}"#,
+    )
+    .await;
+    let events = next_events(&mut body, 1).await;
+    assert_eq!(events[0]["type"], "DELETED");
+}
+
+#[tokio::test]
+async fn watch_from_compacted_revision_sends_410_error_event() {
+    let api = Api::with_store(MemoryStore::with_history(2));
+    for name in ["a", "b", "c", "d"] {
+        api.post(JOBS, job(name)).await;
+    }
+    let mut body = open_watch(&api, &format!("{JOBS}?watch=true&resourceVersion=1")).await;
+    let events = next_events(&mut body, 1).await;
+    assert_eq!(events[0]["type"], "ERROR");
+    assert_eq!(events[0]["object"]["code"], 410);
+    assert_eq!(events[0]["object"]["reason"], "Expired");
+    assert_eq!(events[0]["object"]["message"], "too old resource version: 1 (2)");
+    assert!(body.frame().await.is_none(), "stream ends after the error");
+}
+
+#[tokio::test]
+async fn watch_ends_at_timeout_and_send_initial_events_ends_with_annotated_bookmark() {
+    let api = Api::new();
+    api.post(JOBS, job("a")).await;
+    let uri = format!(
+        "{JOBS}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"
+    );
+    let mut body = open_watch(&api, &uri).await;
+    let events = next_events(&mut body, 2).await;
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[1]["type"], "BOOKMARK");
+    assert_eq!(
+        events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    let rest = tokio::time::timeout(Duration::from_secs(3), body.collect()).await;
+    assert!(rest.is_ok(), "the watch closes after timeoutSeconds");
+}

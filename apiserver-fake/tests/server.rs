@@ -1,0 +1,178 @@
+//! The server over real TLS: authentication, health, version, identity leases.
+
+mod support;
+
+use http::{Method, StatusCode};
+use support::{TestClient, cluster, member};
+
+#[tokio::test]
+async fn unauthenticated_requests_get_401_status_but_health_is_public() {
+    let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;
+    let anonymous = TestClient::anonymous(&cluster, 0);
+    let reply = anonymous.get("/api/v1/namespaces/default/pods").await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    let status = reply.json();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Unauthorized");
+    assert_eq!(status["code"], 401);
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let reply = anonymous.get(path).await;
+        assert_eq!(
+            (reply.status, reply.text().as_str()),
+            (StatusCode::OK, "ok"),
+            "{path}"
+        );
+    }
+    assert_eq!(anonymous.get("/version").await.json()["minor"], "36");
+}
+
+#[tokio::test]
+async fn x509_token_and_whoami_identify_the_caller() {
+    let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;
+    let whoami = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+    let admin = TestClient::admin(&cluster, 0);
+    let reply = admin
+        .post("/apis/authentication.k8s.io/v1/selfsubjectreviews", whoami)
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    let user = reply.json()["status"]["userInfo"].clone();
+    assert_eq!(user["username"], "admin");
+    assert_eq!(
+        user["groups"],
+        serde_json::json!(["system:masters", "system:authenticated"])
+    );
+
+    let token = std::fs::read_to_string(cluster.dir.join("token")).unwrap();
+    let anonymous = TestClient::anonymous(&cluster, 0);
+    let bearer = format!("Bearer {token}");
+    let reply = anonymous
+        .send(
+            Method::POST,
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &[("authorization", &bearer)],
+            Some(whoami),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    assert_eq!(reply.json()["status"]["userInfo"]["username"], "admin");
+    let wrong = anonymous
+        .send(
+            Method::GET,
+            "/api/v1/pods",
+            &[("authorization", "Bearer nope")],
+            None,
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn spoofed_identity_headers_from_an_ordinary_client_are_ignored() {
+    let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;
+    let admin = TestClient::admin(&cluster, 0);
+    let reply = admin
+        .send(
+            Method::POST,
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &[("x-remote-user", "mallory"), ("x-remote-group", "system:masters")],
+            Some(r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#),
+        )
+        .await;
+    assert_eq!(reply.json()["status"]["userInfo"]["username"], "admin");
+    let log = cluster.servers[0].1.state().requests.snapshot();
+    assert!(log.iter().all(|r| r.user.name == "admin"), "{log:?}");
+}
+
+#[tokio::test]
+async fn front_proxy_client_is_believed_only_with_an_allowed_cn() {
+    let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;
+    let dir = &cluster.dir;
+    let front_proxy = TestClient::new(
+        &cluster.servers[0].1.url(),
+        &dir.join("ca.crt"),
+        Some((
+            &dir.join("front-proxy-client.crt"),
+            &dir.join("front-proxy-client.key"),
+        )),
+    );
+    let reply = front_proxy
+        .send(
+            Method::POST,
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &[
+                ("x-remote-user", "alice"),
+                ("x-remote-group", "devs"),
+                ("x-remote-extra-scopes", "a"),
+            ],
+            Some(r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+    let user = reply.json()["status"]["userInfo"].clone();
+    assert_eq!(user["username"], "alice");
+    assert_eq!(
+        user["groups"],
+        serde_json::json!(["devs", "system:authenticated"])
+    );
+    assert_eq!(user["extra"]["scopes"], serde_json::json!(["a"]));
+}
+
+#[tokio::test]
+async fn identity_lease_is_published_and_removed_on_graceful_shutdown() {
+    let mut cluster = cluster(vec![member("a", 1, "1.36", &[]), member("b", 2, "1.36", &[])]).await;
+    let admin = TestClient::admin(&cluster, 1);
+    let path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=apiserver.kubernetes.io%2Fidentity%3Dkube-apiserver";
+    let leases = admin.get(path).await.json();
+    let mut names: Vec<String> = leases["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    let mut expected = vec![
+        apiserver_fake::identity::server_id("a"),
+        apiserver_fake::identity::server_id("b"),
+    ];
+    expected.sort();
+    assert_eq!(names, expected);
+    let a_id = cluster.servers[0].1.server_id().to_owned();
+    let lease = admin
+        .get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{a_id}"
+        ))
+        .await
+        .json();
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{a_id}_"))
+    );
+    assert_eq!(lease["metadata"]["labels"]["kubernetes.io/hostname"], "a");
+
+    let (_, a) = cluster.servers.remove(0);
+    a.shutdown().await;
+    let gone = admin
+        .get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{a_id}"
+        ))
+        .await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text() {
+    let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;
+    let admin = TestClient::admin(&cluster, 0);
+    admin.get("/api/v1/namespaces/default/configmaps").await;
+    let reply = admin.get("/metrics").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(
+        reply.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    assert!(reply.text().contains("apiserver_request_total{code=\"200\",group=\"\",resource=\"configmaps\",verb=\"list\",version=\"v1\"} 1"), "{}", reply.text());
+}

@@ -1,0 +1,159 @@
+//! A small HTTPS test client and a cluster fixture for the fake's integration tests.
+#![allow(dead_code, missing_docs)]
+
+use std::path::Path;
+
+use apiserver_fake::cluster::{Cluster, MemberSpec, start_cluster};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
+
+pub type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// A member on 127.0.0.`octet` with extra flags.
+pub fn member(name: &str, octet: u8, version: &str, flags: &[&str]) -> MemberSpec {
+    MemberSpec {
+        name: name.to_owned(),
+        ip: std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, octet)),
+        kubernetes_version: version.to_owned(),
+        extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+        note: String::new(),
+    }
+}
+
+/// Starts a cluster on ephemeral ports in a tempdir.
+pub async fn cluster(members: Vec<MemberSpec>) -> Cluster {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    start_cluster(None, members, 0).await.expect("cluster starts")
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+#[derive(Clone)]
+pub struct TestClient {
+    pub base: String,
+    client: Client<Https, Full<Bytes>>,
+}
+
+fn pem_certs(path: &Path) -> Vec<CertificateDer<'static>> {
+    CertificateDer::pem_file_iter(path)
+        .expect("pem")
+        .collect::<Result<_, _>>()
+        .expect("certs")
+}
+
+impl TestClient {
+    /// A client of `server` presenting `cert`/`key` (PEM files), or none.
+    pub fn new(base: &str, ca: &Path, identity: Option<(&Path, &Path)>) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut roots = RootCertStore::empty();
+        for cert in pem_certs(ca) {
+            roots.add(cert).expect("ca");
+        }
+        let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+        let config = match identity {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(pem_certs(cert), PrivateKeyDer::from_pem_file(key).expect("key"))
+                .expect("client cert"),
+            None => builder.with_no_client_auth(),
+        };
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_only()
+            .enable_http1()
+            .enable_http2()
+            .build();
+        Self {
+            base: base.to_owned(),
+            client: Client::builder(TokioExecutor::new()).build(https),
+        }
+    }
+
+    /// The admin (system:masters) client of the `index`th server.
+    pub fn admin(cluster: &Cluster, index: usize) -> Self {
+        let dir = &cluster.dir;
+        Self::new(
+            &cluster.servers[index].1.url(),
+            &dir.join("ca.crt"),
+            Some((&dir.join("admin.crt"), &dir.join("admin.key"))),
+        )
+    }
+
+    /// An anonymous client (no certificate) of the `index`th server.
+    pub fn anonymous(cluster: &Cluster, index: usize) -> Self {
+        Self::new(&cluster.servers[index].1.url(), &cluster.dir.join("ca.crt"), None)
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> Reply {
+        let response = self.open(method, path, headers, body).await;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.expect("body").to_bytes();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn open(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> http::Response<hyper::body::Incoming> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if body.is_some()
+            && !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        {
+            request = request.header("content-type", "application/json");
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default().to_owned())))
+            .expect("request");
+        self.client.request(request).await.expect("request sent")
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(Method::GET, path, &[], None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &str) -> Reply {
+        self.send(Method::POST, path, &[], Some(body)).await
+    }
+}
