@@ -231,6 +231,11 @@ fn member_flags(member: &MemberSpec, paths: &certs::PkiPaths, token_csv: &Path, 
         format!("--proxy-client-cert-file={}", p(&paths.front_proxy_client_cert)),
         format!("--proxy-client-key-file={}", p(&paths.front_proxy_client_key)),
     ];
+    // A flag given in the member's extra flags replaces the cluster's default for it (list flags would
+    // otherwise accumulate, as kube-apiserver's do).
+    let flag_name = |flag: &String| flag.split('=').next().unwrap_or_default().to_owned();
+    let overridden: Vec<String> = member.extra_flags.iter().map(flag_name).collect();
+    flags.retain(|flag| !overridden.contains(&flag_name(flag)));
     flags.extend(member.extra_flags.iter().cloned());
     flags
 }

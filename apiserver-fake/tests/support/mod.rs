@@ -157,3 +157,48 @@ impl TestClient {
         self.send(Method::POST, path, &[], Some(body)).await
     }
 }
+
+/// Polls `check` every 50 ms until it returns `Some`, or panics after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+pub const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+
+pub fn job(name: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{name}"}},"spec":{{"template":{{"spec":{{"restartPolicy":"Never","containers":[{{"name":"c","image":"busybox"}}]}}}}}}}}"#
+    )
+}
+
+/// The default demo pair: `a` (127.0.0.1) without batch/v1, `b` (127.0.0.2) with it.
+pub fn seed_members(extra_a: &[&str], extra_b: &[&str]) -> Vec<MemberSpec> {
+    let mut a_flags = vec!["--runtime-config=batch/v1=false"];
+    a_flags.extend_from_slice(extra_a);
+    vec![member("a", 1, "1.36", &a_flags), member("b", 2, "1.36", extra_b)]
+}
+
+/// Waits until `client` (talking to the server without batch/v1) gets 200 for the Jobs list, i.e. its
+/// proxy knows the peer.
+pub async fn wait_for_proxy(client: &TestClient) {
+    eventually(
+        "the proxy to reach its peer",
+        std::time::Duration::from_secs(10),
+        || async { (client.get(JOBS).await.status == StatusCode::OK).then_some(()) },
+    )
+    .await;
+}

@@ -1,0 +1,241 @@
+//! The Mixed Version Proxy inside the fake, over real TLS between servers on 127.0.0.1 and 127.0.0.2:
+//! the seed scenario, errors, loop prevention, identity and streaming.
+
+mod support;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use http::{Method, StatusCode};
+use http_body_util::BodyStream;
+use support::{JOBS, TestClient, cluster, job, seed_members, wait_for_proxy};
+
+#[tokio::test]
+async fn jobs_are_served_through_the_server_that_lacks_batch_v1() {
+    let cluster = cluster(seed_members(&[], &[])).await;
+    let (a, b) = (TestClient::admin(&cluster, 0), TestClient::admin(&cluster, 1));
+    wait_for_proxy(&a).await;
+
+    let created = a.post(JOBS, &job("seed")).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    assert_eq!(
+        b.get(&format!("{JOBS}/seed")).await.json()["metadata"]["name"],
+        "seed"
+    );
+
+    let list = a.get(JOBS).await.json();
+    assert_eq!(list["kind"], "JobList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "seed");
+    assert_eq!(a.get(&format!("{JOBS}/seed")).await.status, StatusCode::OK);
+
+    let patched = a
+        .send(
+            Method::PATCH,
+            &format!("{JOBS}/seed"),
+            &[("content-type", "application/merge-patch+json")],
+            Some(r#"{"metadata":{"labels":{"patched":"yes"}}}"#),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.text());
+    assert_eq!(
+        b.get(&format!("{JOBS}/seed")).await.json()["metadata"]["labels"]["patched"],
+        "yes"
+    );
+
+    let deleted = a.send(Method::DELETE, &format!("{JOBS}/seed"), &[], None).await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text());
+    assert_eq!(b.get(&format!("{JOBS}/seed")).await.status, StatusCode::NOT_FOUND);
+
+    // The peer's answer is relayed unchanged, errors included.
+    let missing = a.get(&format!("{JOBS}/seed")).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.json()["message"], r#"jobs.batch "seed" not found"#);
+
+    let metrics = a.get("/metrics").await.text();
+    assert!(
+        metrics.contains(
+            r#"apiserver_rerouted_request_total{code="201",group="batch",resource="jobs",version="v1"} 1"#
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_peer_sees_the_original_user_and_never_a_spoofed_one() {
+    let cluster = cluster(seed_members(&[], &[])).await;
+    let a = TestClient::admin(&cluster, 0);
+    wait_for_proxy(&a).await;
+    let reply = a
+        .send(
+            Method::GET,
+            JOBS,
+            &[("x-remote-user", "mallory"), ("x-remote-group", "system:masters")],
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let proxied: Vec<_> = cluster.servers[1]
+        .1
+        .state()
+        .requests
+        .snapshot()
+        .into_iter()
+        .filter(|r| r.peer_proxied && r.uri.starts_with(JOBS))
+        .collect();
+    assert!(!proxied.is_empty());
+    for request in proxied {
+        assert_eq!(request.user.name, "admin", "{request:?}");
+        assert!(request.user.groups.contains(&"system:masters".to_owned()));
+    }
+}
+
+#[tokio::test]
+async fn no_server_serving_the_resource_gives_the_local_404() {
+    let cluster = cluster(seed_members(&[], &[])).await;
+    let a = TestClient::admin(&cluster, 0);
+    wait_for_proxy(&a).await;
+    let reply = a
+        .get("/apis/nosuch.example.com/v1/namespaces/default/widgets")
+        .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.text(), "404 page not found\n");
+    assert_eq!(reply.headers["content-type"], "text/plain; charset=utf-8");
+}
+
+#[tokio::test]
+async fn the_loop_prevention_header_keeps_a_request_local() {
+    let cluster = cluster(seed_members(&[], &[])).await;
+    let a = TestClient::admin(&cluster, 0);
+    wait_for_proxy(&a).await;
+    let reply = a
+        .send(Method::GET, JOBS, &[("x-kubernetes-peer-proxied", "true")], None)
+        .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.text(), "404 page not found\n");
+    let rerouted = a
+        .send(
+            Method::GET,
+            JOBS,
+            &[("x-kubernetes-apiserver-rerouted", "true")],
+            None,
+        )
+        .await;
+    assert_eq!(rerouted.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_watch_streams_through_the_proxy_event_by_event() {
+    let cluster = cluster(seed_members(&[], &[])).await;
+    let (a, b) = (TestClient::admin(&cluster, 0), TestClient::admin(&cluster, 1));
+    wait_for_proxy(&a).await;
+    let response = a
+        .open(
+            Method::GET,
+            &format!("{JOBS}?watch=1&labelSelector=w%3D1"),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut events = BodyStream::new(response.into_body());
+    for name in ["first", "second"] {
+        let body = job(name).replace(r#""name":"#, r#""labels":{"w":"1"},"name":"#);
+        assert_eq!(b.post(JOBS, &body).await.status, StatusCode::CREATED);
+        // The event arrives while the stream is still open: nothing is buffered to the end.
+        let mut seen = Vec::new();
+        while !seen.contains(&b'\n') {
+            let frame = tokio::time::timeout(Duration::from_secs(5), events.next())
+                .await
+                .expect("event within 5s")
+                .expect("stream open")
+                .expect("frame");
+            if let Ok(data) = frame.into_data() {
+                seen.extend_from_slice(&data);
+            }
+        }
+        let event: serde_json::Value = serde_json::from_slice(&seen[..seen.len() - 1]).unwrap();
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["metadata"]["name"], name);
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_peer_gives_503_text_and_a_missing_address_503_status() {
+    let mut cluster = cluster(seed_members(&[], &[])).await;
+    let a = TestClient::admin(&cluster, 0);
+    wait_for_proxy(&a).await;
+    let b_id = cluster.servers[1].1.server_id().to_owned();
+    // A crash: the peer's endpoint record stays until its TTL, its port is closed.
+    let (_, b) = cluster.servers.remove(1);
+    b.kill();
+    let reply = a.get(JOBS).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(reply.headers["x-content-type-options"], "nosniff");
+    assert!(reply.text().ends_with('\n'), "{}", reply.text());
+
+    // Once the address is gone (TTL lapsed), the peer is still known but cannot be resolved.
+    cluster
+        .store
+        .delete_internal(&format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX))
+        .await
+        .unwrap();
+    let status = support::eventually("the address to be forgotten", Duration::from_secs(5), || async {
+        let reply = a.get(JOBS).await;
+        reply
+            .headers
+            .get("content-type")
+            .is_some_and(|c| c == "application/json")
+            .then_some(reply)
+    })
+    .await;
+    assert_eq!(status.status, StatusCode::SERVICE_UNAVAILABLE);
+    let body = status.json();
+    assert_eq!(
+        body["message"],
+        "Error getting ip and port info of the remote server while proxying"
+    );
+    assert_eq!(body["reason"], "ServiceUnavailable");
+    assert!(body.get("details").is_none());
+}
+
+#[tokio::test]
+async fn a_wrong_peer_ca_gives_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrong_ca = format!(
+        "--peer-ca-file={}",
+        dir.path().join("front-proxy-ca.crt").display()
+    );
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = apiserver_fake::cluster::start_cluster(
+        Some(dir.path().to_owned()),
+        seed_members(&[&wrong_ca], &[]),
+        0,
+    )
+    .await
+    .unwrap();
+    let a = TestClient::admin(&cluster, 0);
+    // Discovery of the peer fails too (same TLS check), so wait for the peer's lease and address, then
+    // observe that requests are not served: either no peer is known (404) or the handshake fails (503).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reply = a.get(JOBS).await;
+    assert_ne!(reply.status, StatusCode::OK, "{}", reply.text());
+    let metrics = a.get("/metrics").await.text();
+    assert!(
+        metrics.contains("apiserver_peer_discovery_sync_errors_total{type=\"fetch_discovery\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_proxy_certificate_with_a_disallowed_cn_is_rejected_by_the_peer() {
+    let cluster = cluster(seed_members(&[], &["--requestheader-allowed-names=someone-else"])).await;
+    let a = TestClient::admin(&cluster, 0);
+    // b rejects a's front-proxy identity, so a cannot even fetch b's discovery as system:apiserver:
+    // b answers 401 and a learns nothing about batch/v1.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reply = a.get(JOBS).await;
+    assert_ne!(reply.status, StatusCode::OK);
+    let log = cluster.servers[1].1.state().requests.snapshot();
+    assert!(log.iter().all(|r| r.user.name != "system:apiserver"), "{log:?}");
+}
