@@ -72,3 +72,52 @@ fn bad_values_give_one_line_errors() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn the_demo_cluster_starts_writes_its_manifest_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
+        .args(["cluster", "--port", "0", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let manifest = dir.path().join("cluster.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !manifest.exists() {
+        assert!(std::time::Instant::now() < deadline, "cluster.json not written");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cluster: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let names: Vec<&str> = cluster["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["a", "b"]);
+    assert!(
+        cluster["servers"][0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://127.0.0.1:")
+    );
+    assert_eq!(cluster["servers"][1]["kubernetesVersion"], "1.36");
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(exit) = child.try_wait().expect("wait") {
+            assert!(exit.success(), "graceful exit: {exit}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "did not stop on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
