@@ -37,12 +37,15 @@ fn client(cluster: &Cluster) -> HttpsClient {
         .with_root_certificates(roots)
         .with_client_auth_cert(chain, key)
         .expect("client config");
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.enforce_http(false);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(config)
         .https_only()
         .enable_http1()
         .enable_http2()
-        .build();
+        .wrap_connector(http);
     Client::builder(TokioExecutor::new()).build(https)
 }
 
@@ -137,7 +140,7 @@ fn main() {
         let client = client(&cluster);
         let (a, b) = (cluster.servers[0].1.url(), cluster.servers[1].1.url());
         let jobs = "/apis/batch/v1/namespaces/default/jobs";
-        for i in 0..14 {
+        for i in 0..26 {
             let body = format!(
                 r#"{{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"bench-{i:02}","labels":{{"app":"bench"}}}},
                 "spec":{{"template":{{"spec":{{"restartPolicy":"Never","containers":[{{"name":"main","image":"busybox:1.36","command":["sh","-c","echo hello from the mixed version proxy bench"]}}]}}}}}}}}"#

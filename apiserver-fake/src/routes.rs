@@ -31,6 +31,9 @@ pub type HandlerChain = BoxCloneSyncService<Request<Body>, Response, Infallible>
 /// (`system:public-info-viewer`), so health probes work without a client certificate.
 const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
+/// kube-apiserver's audit ID header.
+const AUDIT_ID_HEADER: &str = "audit-id";
+
 /// Header the MVP adds to proxied requests (spec §3.1).
 const PEER_PROXIED_HEADER: &str = "x-kubernetes-peer-proxied";
 
@@ -97,6 +100,14 @@ async fn record_and_classify(
             return Status::internal_error(&format!("failed to create RequestInfo: {e}")).into_response();
         }
     };
+    // Like kube-apiserver's audit filter: keep the caller's Audit-ID or mint one, and echo it back. The
+    // proxy forwards it, so a proxied request carries the source server's audit ID.
+    let audit_id = match req.headers().get(AUDIT_ID_HEADER) {
+        Some(id) if !id.is_empty() => id.clone(),
+        _ => HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
+            .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+    };
+    req.headers_mut().insert(AUDIT_ID_HEADER, audit_id.clone());
     if let Some(user) = req.extensions().get::<UserInfo>() {
         state.requests.record(ServedRequest {
             user: user.clone(),
@@ -110,6 +121,7 @@ async fn record_and_classify(
                 .headers()
                 .get(PEER_PROXIED_HEADER)
                 .is_some_and(|v| v.as_bytes() == b"true"),
+            audit_id: String::from_utf8_lossy(audit_id.as_bytes()).into_owned(),
         });
     }
     let (verb, group, version, resource) = (
@@ -119,7 +131,8 @@ async fn record_and_classify(
         info.resource.clone(),
     );
     req.extensions_mut().insert(info);
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    response.headers_mut().insert(AUDIT_ID_HEADER, audit_id);
     state
         .metrics
         .observe_request(&verb, &group, &version, &resource, response.status().as_u16());

@@ -80,6 +80,8 @@ pub struct ServedRequest {
     pub uri: String,
     /// Whether the request carried the peer-proxied header.
     pub peer_proxied: bool,
+    /// The request's audit ID (the caller's, or one this server minted).
+    pub audit_id: String,
 }
 
 /// The last requests a server served, newest last (bounded).
@@ -372,6 +374,8 @@ async fn accept_loop(
         let Ok((tcp, remote_addr)) = accepted else {
             continue;
         };
+        // Watch events are small writes that must leave at once (Nagle would hold them ~40 ms).
+        let _ = tcp.set_nodelay(true);
         let (acceptor, app, cancel) = (acceptor.clone(), app.clone(), cancel.clone());
         connections.spawn(async move {
             let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await

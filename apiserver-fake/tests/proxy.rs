@@ -69,11 +69,16 @@ async fn the_peer_sees_the_original_user_and_never_a_spoofed_one() {
         .send(
             Method::GET,
             JOBS,
-            &[("x-remote-user", "mallory"), ("x-remote-group", "system:masters")],
+            &[
+                ("x-remote-user", "mallory"),
+                ("x-remote-group", "system:masters"),
+                ("audit-id", "audit-1"),
+            ],
             None,
         )
         .await;
     assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["audit-id"], "audit-1");
     let proxied: Vec<_> = cluster.servers[1]
         .1
         .state()
@@ -82,7 +87,11 @@ async fn the_peer_sees_the_original_user_and_never_a_spoofed_one() {
         .into_iter()
         .filter(|r| r.peer_proxied && r.uri.starts_with(JOBS))
         .collect();
-    assert!(!proxied.is_empty());
+    assert_eq!(
+        proxied.last().map(|r| r.audit_id.as_str()),
+        Some("audit-1"),
+        "the source's Audit-ID reaches the peer"
+    );
     for request in proxied {
         assert_eq!(request.user.name, "admin", "{request:?}");
         assert!(request.user.groups.contains(&"system:masters".to_owned()));
