@@ -115,6 +115,31 @@ pub struct ServerFlags {
     /// (fake) Identity lease renew interval in seconds (upstream: 10).
     #[arg(long, default_value_t = 10)]
     pub identity_lease_renew_interval_seconds: u64,
+    /// (fake) How often expired identity leases (renewTime + leaseDurationSeconds in the past) are deleted
+    /// from kube-system, in seconds (upstream: 3600). With the other knobs it bounds how long a crashed
+    /// peer stays known.
+    #[arg(long, default_value_t = 3600)]
+    pub identity_lease_gc_period_seconds: u64,
+    /// (fake) TTL of this server's peer endpoint record in seconds (upstream: 15). A crashed server's
+    /// address disappears after at most this long.
+    #[arg(long, default_value_t = 15)]
+    pub peer_endpoint_ttl_seconds: u64,
+    /// (fake) Refresh interval of the peer endpoint record in seconds (upstream: 10); must be below the TTL.
+    #[arg(long, default_value_t = 10)]
+    pub peer_endpoint_refresh_seconds: u64,
+    /// (fake) Refresh interval of the proxy's local discovery cache in seconds (upstream: 1800). CRDs and
+    /// aggregated APIs created in between are kept local by the group-version exclusion.
+    #[arg(long, default_value_t = 1800)]
+    pub local_discovery_refresh_seconds: u64,
+    /// (fake) How long the group versions of a deleted CRD or aggregated APIService stay excluded from
+    /// peer discovery data, in seconds (upstream: 300).
+    #[arg(long, default_value_t = 300)]
+    pub gv_exclusion_grace_period_seconds: u64,
+    /// (fake) How often the StorageVersion garbage collector (kube-controller-manager's, run by the fake)
+    /// re-checks StorageVersion entries against identity leases, in seconds; it also runs on every lease
+    /// or StorageVersion change.
+    #[arg(long, default_value_t = 60)]
+    pub storage_version_gc_period_seconds: u64,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -147,6 +172,18 @@ pub struct ServerOptions {
     pub identity_lease_duration: Duration,
     /// Identity lease renew interval.
     pub identity_lease_renew_interval: Duration,
+    /// Period of the expired identity lease garbage collector.
+    pub identity_lease_gc_period: Duration,
+    /// TTL of the peer endpoint record.
+    pub peer_endpoint_ttl: Duration,
+    /// Refresh interval of the peer endpoint record.
+    pub peer_endpoint_refresh: Duration,
+    /// Refresh interval of the proxy's local discovery cache.
+    pub local_discovery_refresh: Duration,
+    /// Grace period of the group versions of deleted CRDs/APIServices in the exclusion set.
+    pub gv_exclusion_grace_period: Duration,
+    /// Period of the StorageVersion garbage collector's full pass.
+    pub storage_version_gc_period: Duration,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
@@ -309,6 +346,34 @@ impl ServerFlags {
                 "identity lease duration and renew interval must be positive".to_owned(),
             ));
         }
+        for (flag, value) in [
+            (
+                "identity-lease-gc-period-seconds",
+                self.identity_lease_gc_period_seconds,
+            ),
+            ("peer-endpoint-ttl-seconds", self.peer_endpoint_ttl_seconds),
+            (
+                "peer-endpoint-refresh-seconds",
+                self.peer_endpoint_refresh_seconds,
+            ),
+            (
+                "local-discovery-refresh-seconds",
+                self.local_discovery_refresh_seconds,
+            ),
+            (
+                "storage-version-gc-period-seconds",
+                self.storage_version_gc_period_seconds,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Timing(format!("--{flag} must be positive")));
+            }
+        }
+        if self.peer_endpoint_refresh_seconds >= self.peer_endpoint_ttl_seconds {
+            return Err(ConfigError::Timing(
+                "--peer-endpoint-refresh-seconds must be less than --peer-endpoint-ttl-seconds".to_owned(),
+            ));
+        }
         let hostname = match &self.hostname {
             Some(h) => h.clone(),
             None => machine_hostname(),
@@ -329,6 +394,12 @@ impl ServerFlags {
             hostname,
             identity_lease_duration: Duration::from_secs(self.identity_lease_duration_seconds),
             identity_lease_renew_interval: Duration::from_secs(self.identity_lease_renew_interval_seconds),
+            identity_lease_gc_period: Duration::from_secs(self.identity_lease_gc_period_seconds),
+            peer_endpoint_ttl: Duration::from_secs(self.peer_endpoint_ttl_seconds),
+            peer_endpoint_refresh: Duration::from_secs(self.peer_endpoint_refresh_seconds),
+            local_discovery_refresh: Duration::from_secs(self.local_discovery_refresh_seconds),
+            gv_exclusion_grace_period: Duration::from_secs(self.gv_exclusion_grace_period_seconds),
+            storage_version_gc_period: Duration::from_secs(self.storage_version_gc_period_seconds),
         })
     }
 }

@@ -148,7 +148,16 @@ pub async fn install(
         PeerResolutionMode::Discovery => {
             let local = Arc::new(LocalDiscoveryCache::new());
             let peers = Arc::new(PeerDiscoveryCache::new());
+            if let Some(handler) = &state.peer_aggregated {
+                handler.set_peer_cache(peers.clone());
+            }
             tasks.spawn(run_local_discovery(state.clone(), local.clone(), cancel.clone()));
+            tasks.spawn(crate::gv_exclusion::run_gv_exclusion(
+                state.store.clone(),
+                peers.clone(),
+                state.options.gv_exclusion_grace_period,
+                cancel.clone(),
+            ));
             let sync = PeerDiscoverySync::new(
                 peers.clone(),
                 endpoints.clone(),
@@ -177,20 +186,23 @@ async fn run_storage_version_informer(
     .await;
 }
 
-/// Discovery mode, local side: the local discovery cache follows what this server serves.
+/// Discovery mode, local side: the local discovery cache is a snapshot of what this server serves, taken
+/// at startup and then every `--local-discovery-refresh-seconds` (upstream: 30 min, spec §1.4). CRDs and
+/// aggregated APIs that appear in between are kept local by [`crate::gv_exclusion`].
 async fn run_local_discovery(
     state: Arc<ServerState>,
     local: Arc<LocalDiscoveryCache>,
     cancel: CancellationToken,
 ) {
-    let mut served = state.served.clone();
+    let mut interval = tokio::time::interval(state.options.local_discovery_refresh);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let gvrs = served_gvrs(&served.borrow_and_update());
-        local.replace(gvrs);
         tokio::select! {
             () = cancel.cancelled() => return,
-            changed = served.changed() => if changed.is_err() { return },
+            _ = interval.tick() => {}
         }
+        let gvrs = served_gvrs(&state.served.borrow());
+        local.replace(gvrs);
     }
 }
 

@@ -36,6 +36,7 @@ use crate::discovery::DiscoveryContext;
 use crate::identity;
 use crate::lease::IdentityLeaseController;
 use crate::metrics::ServerMetrics;
+use crate::peer_aggregated::PeerAggregatedDiscoveryHandler;
 use crate::peer_endpoint::PeerEndpointReconciler;
 use crate::store::Store;
 
@@ -135,6 +136,8 @@ pub struct ServerState {
     pub local_addr: SocketAddr,
     /// What discovery documents need to know about this server.
     pub discovery: DiscoveryContext,
+    /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
+    pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -258,14 +261,26 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
 
     let server_id = identity::server_id(&options.hostname);
     let holder_identity = format!("{server_id}_{}", uuid::Uuid::new_v4());
-    let discovery = DiscoveryContext::new(
+    let mut discovery = DiscoveryContext::new(
         options.emulated_version,
         options.feature_gates.clone(),
         SocketAddr::new(options.public_address(), local_addr.port()).to_string(),
     );
+    let metrics = ServerMetrics::new();
+    let peer_aggregated = if options.mvp_gate_enabled() && options.emulated_version.minor >= 35 {
+        let handler = PeerAggregatedDiscoveryHandler::new(server_id.clone(), metrics.registry())
+            .map_err(crate::peer_proxy::PeerProxyError::from)?;
+        Some(Arc::new(handler))
+    } else {
+        None
+    };
+    discovery.peer_aggregated = peer_aggregated
+        .clone()
+        .map(|h| h as Arc<dyn crate::discovery::PeerAggregatedDiscovery>);
     let state = Arc::new(ServerState {
         discovery,
-        metrics: ServerMetrics::new(),
+        peer_aggregated,
+        metrics,
         options,
         server_id,
         holder_identity,
@@ -276,11 +291,15 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         local_addr,
     });
 
-    if state
+    // The identity lease exists before anything names this server (StorageVersion entries of a server
+    // without lease are garbage).
+    let lease_controller = IdentityLeaseController::new(state.clone());
+    lease_controller.initialize().await;
+    let storage_version_api = state
         .options
         .feature_gates
-        .enabled("StorageVersionAPI", state.options.emulated_version)
-    {
+        .enabled("StorageVersionAPI", state.options.emulated_version);
+    if storage_version_api {
         // Before readiness, as kube-apiserver's readiness waits for the storage version manager.
         let now = crate::identity::micro_time(time::OffsetDateTime::now_utc());
         crate::storage_version::publish(state.store.as_ref(), &builtin, &state.server_id, &now).await;
@@ -291,7 +310,20 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     let mvp = crate::peer_proxy::install(&state, &mut tasks, &cancel).await?;
     let app = crate::routes::handler_chain(state.clone(), authenticator, mvp);
     tasks.spawn(accept_loop(listener, acceptor, app, cancel.clone()));
-    tasks.spawn(IdentityLeaseController::new(state.clone()).run(cancel.clone()));
+    tasks.spawn(lease_controller.run(cancel.clone()));
+    tasks.spawn(crate::lease_gc::run_identity_lease_gc(
+        state.store.clone(),
+        state.options.identity_lease_gc_period,
+        cancel.clone(),
+    ));
+    if storage_version_api {
+        // kube-controller-manager's storageversiongc; the fake plays the whole control plane.
+        tasks.spawn(crate::storage_version_gc::run_storage_version_gc(
+            state.store.clone(),
+            state.options.storage_version_gc_period,
+            cancel.clone(),
+        ));
+    }
     tasks.spawn(crd::run_crd_controller(
         state.store.clone(),
         builtin,
@@ -300,7 +332,11 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     ));
     if state.options.mvp_gate_enabled() {
         // Upstream runs the peer endpoint reconciler whenever the gate is on, even without --peer-ca-file.
-        tasks.spawn(PeerEndpointReconciler::new(state.clone()).run(cancel.clone()));
+        let reconciler = PeerEndpointReconciler::new(state.clone()).with_timing(
+            state.options.peer_endpoint_ttl,
+            state.options.peer_endpoint_refresh,
+        );
+        tasks.spawn(reconciler.run(cancel.clone()));
     }
     tracing::info!(server_id = %state.server_id, addr = %local_addr, "fake kube-apiserver listening");
     Ok(RunningServer {

@@ -63,6 +63,7 @@
 pub mod body;
 pub mod decision;
 pub mod discovery_fetch;
+pub mod discovery_merge;
 pub mod forward;
 pub mod future;
 pub mod gvr;
@@ -87,6 +88,7 @@ mod test_pki;
 pub use body::{BoxError, MvpBody};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};
 pub use discovery_fetch::PeerDiscoverySync;
+pub use discovery_merge::{merge_peer_discovery, merge_preserving_relative_order};
 pub use gvr::GroupVersionResource;
 pub use layer::MvpLayer;
 pub use metrics::{MetricsGeneration, MvpMetrics};

@@ -49,6 +49,10 @@ use aggregated::{AggregatedVersion, ApiGroupDiscoveryList};
 pub trait PeerAggregatedDiscovery: Send + Sync {
     /// The merged document for this server, given its local one; `None` serves the local one.
     fn merged_apis(&self, local: &ApiGroupDiscoveryList) -> Option<ApiGroupDiscoveryList>;
+
+    /// Called for every aggregated `v2` request of `/api` or `/apis` with `profile=nopeer` (served
+    /// locally), so the hook can count it (`aggregator_discovery_nopeer_requests_total`).
+    fn nopeer_requested(&self) {}
 }
 
 /// What [`serve`] needs besides the API set.
@@ -196,11 +200,11 @@ fn respond(
                 _ => aggregated::apis_document(apis, ctx.version, AggregatedVersion::V2),
             };
             let peer_merged = match (&ctx.peer_aggregated, path, version, profile.as_deref()) {
-                (Some(hook), DiscoveryPath::Apis, AggregatedVersion::V2, profile)
-                    if profile != Some("nopeer") =>
-                {
-                    hook.merged_apis(&local_v2)
+                (Some(hook), _, AggregatedVersion::V2, Some("nopeer")) => {
+                    hook.nopeer_requested();
+                    None
                 }
+                (Some(hook), DiscoveryPath::Apis, AggregatedVersion::V2, _) => hook.merged_apis(&local_v2),
                 _ => None,
             };
             let mut document = peer_merged.unwrap_or(local_v2);

@@ -24,7 +24,6 @@ pub mod negotiation;
 pub mod object;
 pub mod pagination;
 pub mod patch;
-pub mod protobuf;
 pub mod read;
 pub mod selector;
 pub mod table;

@@ -2,9 +2,9 @@
 //! (`Content-Type`), as `k8s.io/apiserver/pkg/endpoints/handlers/negotiation` decides.
 //!
 //! Served: JSON (default), YAML, and the `meta.k8s.io/v1` transforms `as=Table` (what `kubectl get`
-//! asks for) and `as=PartialObjectMetadata[List]` (metadata-only clients). Protobuf is not implemented:
-//! an `Accept` that allows only protobuf is answered 406, a protobuf body 415, and both messages list
-//! the media types the fake really handles.
+//! asks for) and `as=PartialObjectMetadata[List]` (metadata-only clients). Protobuf request bodies of
+//! built-in kinds are decoded ([`crate::protobuf`], what kubectl's typed clients send); responses are
+//! never protobuf: an `Accept` that allows only protobuf is answered 406.
 
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -210,7 +210,9 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], custom_resource: bool) -> R
         Some("application/json") => serde_json::from_slice::<Value>(body)
             .map_err(|e| Status::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         Some("application/yaml") => decode_yaml(body)?,
-        Some("application/vnd.kubernetes.protobuf") if !custom_resource => super::protobuf::decode(body)?,
+        Some("application/vnd.kubernetes.protobuf") if !custom_resource => {
+            crate::protobuf::decode_object(body).map_err(|e| Status::bad_request(e.to_string()))?
+        }
         _ => return Err(Status::unsupported_media_type(accepted)),
     };
     require_object(value)
