@@ -86,3 +86,39 @@ async fn kubectl_discovers_creates_and_lists_against_a_fake() {
     assert!(!ok);
     assert!(err.contains(r#"jobs.batch "nosuchjob" not found"#), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_creates_lists_and_deletes_jobs_through_the_server_without_batch_v1() {
+    if !kubectl_available() {
+        return;
+    }
+    let cluster = cluster(support::seed_members(&[], &[])).await;
+    support::wait_for_proxy(&support::TestClient::admin(&cluster, 0)).await;
+    let kubeconfig = cluster.dir.join("a.kubeconfig");
+    let run = |args: &'static [&'static str]| {
+        let kubeconfig = kubeconfig.clone();
+        tokio::task::spawn_blocking(move || kubectl(&kubeconfig, args))
+    };
+    let (ok, out, err) = run(&["create", "job", "via-a", "--image=busybox"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "job.batch/via-a created");
+    let (ok, out, err) = run(&["get", "jobs", "-o", "name"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "job.batch/via-a");
+    // The job lives in the shared store, written by the peer that serves batch/v1.
+    let b = support::TestClient::admin(&cluster, 1);
+    assert_eq!(
+        b.get(&format!("{}/via-a", support::JOBS)).await.status,
+        http::StatusCode::OK
+    );
+    let (ok, out, err) = run(&["delete", "job", "via-a"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"job.batch "via-a" deleted"#);
+    let proxied = cluster.servers[1].1.state().requests.snapshot();
+    assert!(
+        proxied
+            .iter()
+            .any(|r| r.peer_proxied && r.method == "DELETE" && r.user.name == "admin"),
+        "{proxied:?}"
+    );
+}
