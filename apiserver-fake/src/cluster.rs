@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::json;
 
-use crate::config::ServerFlags;
+use crate::config::{ServerFlags, ServerOptions};
 use crate::server::RunningServer;
 use crate::store::{MemoryStore, Store};
 
@@ -114,6 +114,9 @@ impl Preset {
 /// `system:masters`.
 pub const DEMO_TOKEN: &str = "kube-mvp-demo-token";
 
+/// The static token file (kube-apiserver's CSV) every demo server reads.
+const TOKEN_FILE: &str = "tokens.csv";
+
 /// A running cluster of fakes.
 pub struct Cluster {
     /// The servers, in the order of their specs.
@@ -163,7 +166,7 @@ pub async fn start_cluster(
     };
     let pki = certs::Pki::generate(&spec).context("failed to generate the cluster PKI")?;
     let paths = pki.write_to(&dir).context("failed to write the cluster PKI")?;
-    let token_csv = dir.join("tokens.csv");
+    let token_csv = dir.join(TOKEN_FILE);
     std::fs::write(
         &token_csv,
         format!("{DEMO_TOKEN},admin,admin,\"system:masters\"\n"),
@@ -174,21 +177,7 @@ pub async fn start_cluster(
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let mut servers = Vec::with_capacity(members.len());
     for member in members {
-        let mut args = member_flags(&member, &paths, &token_csv, port);
-        let parse = |args: &[String]| -> anyhow::Result<crate::config::ServerOptions> {
-            let flags =
-                ServerFlags::from_args(args).map_err(|e| anyhow::anyhow!("server {}: {e}", member.name))?;
-            flags
-                .validate()
-                .with_context(|| format!("server {}", member.name))
-        };
-        let mut options = parse(&args)?;
-        // Every server whose Mixed Version Proxy gate is on gets the peer CA, as kubeadm users are told
-        // to configure it; the cluster CA signs every serving certificate.
-        if options.mvp_gate_enabled() && !args.iter().any(|a| a.starts_with("--peer-ca-file")) {
-            args.push(format!("--peer-ca-file={}", paths.ca_cert.display()));
-            options = parse(&args)?;
-        }
+        let options = member_options(&member, &dir, port)?;
         let server = crate::server::start(options, store.clone())
             .await
             .with_context(|| format!("failed to start server {}", member.name))?;
@@ -211,7 +200,9 @@ pub async fn start_cluster(
     Ok(cluster)
 }
 
-fn member_flags(member: &MemberSpec, paths: &certs::PkiPaths, token_csv: &Path, port: u16) -> Vec<String> {
+fn member_flags(member: &MemberSpec, dir: &Path, port: u16) -> Vec<String> {
+    let paths = certs::PkiPaths::new(dir);
+    let token_csv = dir.join(TOKEN_FILE);
     let p = |path: &Path| path.display().to_string();
     let mut flags = vec![
         format!("--kubernetes-version={}", member.kubernetes_version),
@@ -221,7 +212,7 @@ fn member_flags(member: &MemberSpec, paths: &certs::PkiPaths, token_csv: &Path, 
         format!("--tls-cert-file={}", p(&paths.server_cert(&member.name))),
         format!("--tls-private-key-file={}", p(&paths.server_key(&member.name))),
         format!("--client-ca-file={}", p(&paths.ca_cert)),
-        format!("--token-auth-file={}", p(token_csv)),
+        format!("--token-auth-file={}", p(&token_csv)),
         format!("--requestheader-client-ca-file={}", p(&paths.front_proxy_ca_cert)),
         "--requestheader-allowed-names=front-proxy-client".to_owned(),
         "--requestheader-username-headers=X-Remote-User".to_owned(),
@@ -238,6 +229,26 @@ fn member_flags(member: &MemberSpec, paths: &certs::PkiPaths, token_csv: &Path, 
     flags.retain(|flag| !overridden.contains(&flag_name(flag)));
     flags.extend(member.extra_flags.iter().cloned());
     flags
+}
+
+/// The validated options of `member` in the cluster whose files are in `dir`. Every server whose Mixed
+/// Version Proxy gate is on gets the peer CA, as kubeadm users are told to configure it; the cluster CA
+/// signs every serving certificate.
+fn member_options(member: &MemberSpec, dir: &Path, port: u16) -> anyhow::Result<ServerOptions> {
+    let mut args = member_flags(member, dir, port);
+    let parse = |args: &[String]| -> anyhow::Result<ServerOptions> {
+        let flags =
+            ServerFlags::from_args(args).map_err(|e| anyhow::anyhow!("server {}: {e}", member.name))?;
+        flags
+            .validate()
+            .with_context(|| format!("server {}", member.name))
+    };
+    let options = parse(&args)?;
+    if options.mvp_gate_enabled() && !args.iter().any(|a| a.starts_with("--peer-ca-file")) {
+        args.push(format!("--peer-ca-file={}", dir.join("ca.crt").display()));
+        return parse(&args);
+    }
+    Ok(options)
 }
 
 impl Cluster {
@@ -285,6 +296,21 @@ impl Cluster {
             );
         }
         out
+    }
+
+    /// Starts `member` on this cluster's store with the cluster's PKI and flags, as a restarted
+    /// kube-apiserver process would come back (after [`RunningServer::shutdown`] or
+    /// [`RunningServer::kill`] of an earlier run); the PKI must have its serving certificate. Waits
+    /// until it is ready. Its kubeconfig is not rewritten.
+    pub async fn start_member(&self, member: &MemberSpec, port: u16) -> anyhow::Result<RunningServer> {
+        let options = member_options(member, &self.dir, port)?;
+        let server = crate::server::start(options, self.store.clone())
+            .await
+            .with_context(|| format!("failed to start server {}", member.name))?;
+        if !server.wait_ready(Duration::from_secs(10)).await {
+            anyhow::bail!("server {} did not become ready", member.name);
+        }
+        Ok(server)
     }
 
     /// Stops every server gracefully.

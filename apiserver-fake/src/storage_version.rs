@@ -77,16 +77,7 @@ pub fn server_storage_versions(apis: &ServedApis) -> Vec<ServerStorageVersion> {
 /// `status` of a StorageVersion object after putting `entry` for `server_id` into `existing` (the
 /// current object's status, or `Null`), replacing that server's previous entry.
 pub fn merged_status(existing: &Value, server_id: &str, entry: &ServerStorageVersion, now: &str) -> Value {
-    let mut entries: Vec<Value> = existing
-        .get("storageVersions")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter(|e| e.get("apiServerID").and_then(Value::as_str) != Some(server_id))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut entries = entries_of_other_servers(existing, server_id);
     entries.push(json!({
         "apiServerID": server_id,
         "encodingVersion": entry.encoding_version,
@@ -103,7 +94,12 @@ pub fn merged_status(existing: &Value, server_id: &str, entry: &ServerStorageVer
 
 /// `status` after removing `server_id`'s entry (its server is gone).
 pub fn status_without(existing: &Value, server_id: &str, now: &str) -> Value {
-    let entries: Vec<Value> = existing
+    summarise(entries_of_other_servers(existing, server_id), existing, now)
+}
+
+/// The `storageVersions` entries of `existing` that belong to servers other than `server_id`.
+fn entries_of_other_servers(existing: &Value, server_id: &str) -> Vec<Value> {
+    existing
         .get("storageVersions")
         .and_then(Value::as_array)
         .map(|list| {
@@ -112,8 +108,7 @@ pub fn status_without(existing: &Value, server_id: &str, now: &str) -> Value {
                 .cloned()
                 .collect()
         })
-        .unwrap_or_default();
-    summarise(entries, existing, now)
+        .unwrap_or_default()
 }
 
 fn summarise(entries: Vec<Value>, existing: &Value, now: &str) -> Value {

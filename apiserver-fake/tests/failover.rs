@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver_fake::cluster::{Cluster, MemberSpec};
+use apiserver_fake::cluster::Cluster;
 use apiserver_fake::config::ServerFlags;
 use apiserver_fake::identity::{IDENTITY_LEASE_NAMESPACE, server_id};
 use apiserver_fake::server::RunningServer;
@@ -18,10 +18,10 @@ use support::{JOBS, TestClient, cluster, eventually, job, member};
 
 /// Timing knobs that make a crashed server disappear within seconds.
 const FAST: &[&str] = &[
-    "--identity-lease-duration-seconds=2",
+    "--identity-lease-duration-seconds=3",
     "--identity-lease-renew-interval-seconds=1",
     "--identity-lease-gc-period-seconds=1",
-    "--peer-endpoint-ttl-seconds=2",
+    "--peer-endpoint-ttl-seconds=3",
     "--peer-endpoint-refresh-seconds=1",
     "--storage-version-gc-period-seconds=1",
 ];
@@ -54,40 +54,6 @@ async fn identity_lease(store: &Arc<dyn Store>, hostname: &str) -> Option<Value>
         )
         .await
         .ok()
-}
-
-/// Starts another run of the cluster member `spec` (same hostname, so same server ID and lease name) on
-/// the cluster's store, with the flags the cluster gave it, like a restarted kube-apiserver process.
-async fn restart_member(cluster: &Cluster, spec: &MemberSpec, proxy: bool) -> RunningServer {
-    let paths = certs::PkiPaths::new(&cluster.dir);
-    let p = |path: &std::path::Path| path.display().to_string();
-    let mut args = vec![
-        format!("--kubernetes-version={}", spec.kubernetes_version),
-        format!("--hostname={}", spec.name),
-        format!("--bind-address={}", spec.ip),
-        "--secure-port=0".to_owned(),
-        format!("--tls-cert-file={}", p(&paths.server_cert(&spec.name))),
-        format!("--tls-private-key-file={}", p(&paths.server_key(&spec.name))),
-        format!("--client-ca-file={}", p(&paths.ca_cert)),
-        format!("--requestheader-client-ca-file={}", p(&paths.front_proxy_ca_cert)),
-        "--requestheader-allowed-names=front-proxy-client".to_owned(),
-        "--requestheader-username-headers=X-Remote-User".to_owned(),
-        "--requestheader-uid-headers=X-Remote-Uid".to_owned(),
-        "--requestheader-group-headers=X-Remote-Group".to_owned(),
-        "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
-        format!("--proxy-client-cert-file={}", p(&paths.front_proxy_client_cert)),
-        format!("--proxy-client-key-file={}", p(&paths.front_proxy_client_key)),
-    ];
-    if proxy {
-        args.push(format!("--peer-ca-file={}", p(&paths.ca_cert)));
-    }
-    args.extend(spec.extra_flags.iter().cloned());
-    let options = ServerFlags::from_args(&args).unwrap().validate().unwrap();
-    let server = apiserver_fake::server::start(options, cluster.store.clone())
-        .await
-        .unwrap();
-    assert!(server.wait_ready(Duration::from_secs(10)).await);
-    server
 }
 
 fn client_of(cluster: &Cluster, server: &RunningServer) -> TestClient {
@@ -281,7 +247,7 @@ async fn a_stale_lease_of_the_same_name_is_replaced_at_startup() {
         identity_lease(&cluster.store, "a").await.unwrap()["metadata"]["uid"],
         stale["metadata"]["uid"]
     );
-    let restarted = restart_member(&cluster, &spec, true).await;
+    let restarted = cluster.start_member(&spec, 0).await.unwrap();
     let fresh = identity_lease(&cluster.store, "a").await.unwrap();
     assert_ne!(
         fresh["metadata"]["uid"], stale["metadata"]["uid"],
@@ -314,7 +280,7 @@ async fn before_1_35_a_restarted_server_takes_its_old_lease_over() {
     let old = identity_lease(&cluster.store, "a").await.unwrap();
     let (spec, crashed) = cluster.servers.remove(0);
     crashed.kill();
-    let restarted = restart_member(&cluster, &spec, false).await;
+    let restarted = cluster.start_member(&spec, 0).await.unwrap();
     let renewed = identity_lease(&cluster.store, "a").await.unwrap();
     assert_eq!(
         renewed["metadata"]["uid"], old["metadata"]["uid"],
