@@ -29,6 +29,7 @@ pub mod crd;
 pub mod discovery;
 pub mod gv_exclusion;
 pub mod identity;
+pub mod impersonation;
 pub mod informer;
 pub mod lease;
 pub mod lease_gc;

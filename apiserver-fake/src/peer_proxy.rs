@@ -143,6 +143,7 @@ pub async fn install(
                 resolver.clone(),
                 cancel.clone(),
             ));
+            state.set_proxy_resolver(resolver.clone());
             MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
         }
         PeerResolutionMode::Discovery => {
@@ -166,6 +167,7 @@ pub async fn install(
             );
             tasks.spawn(run_identity_lease_informer(state.clone(), sync, cancel.clone()));
             let resolver = Arc::new(DiscoveryResolver::new(state.server_id.clone(), local, peers));
+            state.set_proxy_resolver(resolver.clone());
             MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
         }
     };
@@ -217,6 +219,7 @@ async fn run_identity_lease_informer(
     let own_id = state.server_id.clone();
     let mut holders: Option<HashMap<String, String>> = None;
     let mut running: Option<tokio::task::JoinHandle<()>> = None;
+    let sync_cancel = cancel.clone();
     run_informer(
         state.store.clone(),
         resource,
@@ -258,9 +261,13 @@ async fn run_identity_lease_informer(
             if let Some(previous) = running.take() {
                 previous.abort();
             }
-            let sync = sync.clone();
+            let (sync, cancel) = (sync.clone(), sync_cancel.clone());
+            // Tied to the server's lifetime: a sync still retrying must not outlive a shutdown or kill.
             running = Some(tokio::spawn(async move {
-                let _ = sync.sync_with_retries(|| Ok(peer_ids.clone())).await;
+                tokio::select! {
+                    () = cancel.cancelled() => {}
+                    _ = sync.sync_with_retries(|| Ok(peer_ids.clone())) => {}
+                }
             }));
         },
     )

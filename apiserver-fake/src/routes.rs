@@ -77,10 +77,14 @@ async fn authenticate(
         .cloned()
         .unwrap_or_default();
     match authenticator.authenticate(&conn, req.headers_mut()) {
-        Some(user) => {
-            req.extensions_mut().insert(user);
-            next.run(req).await
-        }
+        Some(user) => match crate::impersonation::impersonated_user(req.headers_mut()) {
+            // Everyone may impersonate anyone in the fake (the authorizer allows all).
+            Ok(impersonated) => {
+                req.extensions_mut().insert(impersonated.unwrap_or(user));
+                next.run(req).await
+            }
+            Err(status) => status.into_response(),
+        },
         None if PUBLIC_PATHS.contains(&req.uri().path()) => next.run(req).await,
         None => Status::unauthorized().into_response(),
     }
@@ -147,14 +151,23 @@ async fn healthz() -> Response {
 /// gates kube-apiserver's readiness).
 async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
     if state.is_ready() {
-        text(StatusCode::OK, "ok")
-    } else {
-        text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "[-]poststarthook/start-kube-apiserver-identity-lease-controller failed: not finished\n\
-             readyz check failed\n",
-        )
+        return text(StatusCode::OK, "ok");
     }
+    let hook = if state.ready.load(std::sync::atomic::Ordering::Acquire) {
+        "unknown-version-proxy-filter"
+    } else {
+        "start-kube-apiserver-identity-lease-controller"
+    };
+    let mut response = (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("[-]poststarthook/{hook} failed: not finished\nreadyz check failed\n"),
+    )
+        .into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 async fn version(State(state): State<Arc<ServerState>>) -> Response {
@@ -187,7 +200,11 @@ async fn api(State(state): State<Arc<ServerState>>, req: Request) -> Response {
     if !info.is_resource_request {
         return not_found();
     }
-    if crate::whoami::is_self_subject_review(&info) {
+    if crate::whoami::is_self_subject_review(&info)
+        && served
+            .resource(&info.api_group, &info.api_version, &info.resource)
+            .is_some()
+    {
         let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
         return crate::whoami::self_subject_review(&info, &user);
     }

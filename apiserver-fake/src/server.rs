@@ -136,6 +136,8 @@ pub struct ServerState {
     pub local_addr: SocketAddr,
     /// What discovery documents need to know about this server.
     pub discovery: DiscoveryContext,
+    /// The peer proxy's resolver, once installed; readiness waits for its caches.
+    pub proxy_resolver: std::sync::OnceLock<Arc<dyn mvp_core::PeerResolver>>,
     /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
     pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
 }
@@ -152,6 +154,16 @@ impl ServerState {
     /// Whether `/readyz` reports ready.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+            && self
+                .proxy_resolver
+                .get()
+                .is_none_or(|resolver| resolver.has_synced())
+    }
+
+    /// Makes `/readyz` also wait for the peer proxy's caches, as upstream's
+    /// `unknown-version-proxy-filter` post-start hook does (spec §1.3 step 4).
+    pub fn set_proxy_resolver(&self, resolver: Arc<dyn mvp_core::PeerResolver>) {
+        let _ = self.proxy_resolver.set(resolver);
     }
 }
 
@@ -278,6 +290,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         .clone()
         .map(|h| h as Arc<dyn crate::discovery::PeerAggregatedDiscovery>);
     let state = Arc::new(ServerState {
+        proxy_resolver: std::sync::OnceLock::new(),
         discovery,
         peer_aggregated,
         metrics,

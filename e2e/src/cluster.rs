@@ -1,0 +1,606 @@
+//! The cluster fixture: N fake kube-apiservers on loopback addresses sharing one store, with a PKI in a
+//! temporary directory.
+//!
+//! [`ClusterBuilder`] describes the servers ([`ServerBuilder`]: version, `--runtime-config`, feature gates,
+//! peer-resolution mode, hostname, timing knobs, any other kube-apiserver flag); [`ClusterBuilder::start`]
+//! writes the PKI, starts every server on `127.0.0.<n>` with an ephemeral port and waits until each is
+//! ready. [`TestCluster`] hands out clients, kubeconfigs and the shared store, and can kill, stop and
+//! restart single servers.
+//!
+//! Teardown never leaks: dropping a [`TestCluster`] (also while a failing test unwinds) aborts every
+//! server task, which closes their listeners, and removes the temporary directory;
+//! [`TestCluster::shutdown`] does the same gracefully (servers clean up what they published).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver_fake::config::ServerFlags;
+use apiserver_fake::server::RunningServer;
+use apiserver_fake::store::{MemoryStore, Store};
+use mvp_core::PeerResolutionMode;
+
+use crate::client::{ClientIdentity, HttpsClient};
+use crate::error::{FixtureError, Result};
+use crate::kubectl::Kubectl;
+
+/// A bearer token every server of a fixture cluster accepts, for user `admin` (UID `admin-uid`) in
+/// `system:masters`.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token";
+/// A bearer token for user `jane` (UID `jane-uid`) in groups `developers` and `qa`: an identity with a
+/// UID and several groups, to see what a proxy forwards.
+pub const JANE_TOKEN: &str = "e2e-jane-token";
+
+const TOKENS_CSV: &str = "e2e-admin-token,admin,admin-uid,\"system:masters\"\n\
+                          e2e-jane-token,jane,jane-uid,\"developers,qa\"\n";
+
+/// Feature gate of the Mixed Version Proxy.
+pub const MVP_GATE: &str = apiserver_fake::config::MVP_FEATURE_GATE;
+
+/// Whether a server gets `--peer-ca-file` (which installs the proxy filter when the gate is on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerProxy {
+    /// Set `--peer-ca-file` (the cluster CA) exactly when the proxy's feature gate is on for the server,
+    /// as an operator following the documentation would.
+    Auto,
+    /// Always set it (with the gate off this is the validation error of checklist item 25).
+    Always,
+    /// Never set it: the gate may be on, but no filter is installed (checklist item 23).
+    Never,
+}
+
+/// One server of a [`ClusterBuilder`]: a kube-apiserver command line, built from named options.
+///
+/// Flags are kept by name, so a later setting of the same flag replaces an earlier one (the fixture's
+/// defaults included); list-valued flags are given whole.
+#[derive(Debug, Clone)]
+pub struct ServerBuilder {
+    name: String,
+    ip: Option<Ipv4Addr>,
+    feature_gates: BTreeMap<String, bool>,
+    runtime_config: Vec<String>,
+    flags: Vec<(String, Option<String>)>,
+    unset: Vec<String>,
+    peer_proxy: PeerProxy,
+}
+
+impl ServerBuilder {
+    fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            ip: None,
+            feature_gates: BTreeMap::new(),
+            runtime_config: Vec::new(),
+            flags: Vec::new(),
+            unset: Vec::new(),
+            peer_proxy: PeerProxy::Auto,
+        }
+    }
+
+    /// The server's name in the fixture (also its default hostname, from which its server ID derives).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The fake binary's Kubernetes version (`--kubernetes-version`, 1.28 to 1.36; default 1.36).
+    pub fn version(self, version: &str) -> Self {
+        self.flag(&format!("--kubernetes-version={version}"))
+    }
+
+    /// The version whose APIs and behaviour are emulated (`--emulated-version`).
+    pub fn emulated_version(self, version: &str) -> Self {
+        self.flag(&format!("--emulated-version={version}"))
+    }
+
+    /// Adds `key=value` pairs to `--runtime-config` (e.g. `batch/v1=false`); calls accumulate.
+    pub fn runtime_config(mut self, entries: &str) -> Self {
+        self.runtime_config.push(entries.to_owned());
+        self
+    }
+
+    /// Sets one feature gate (`--feature-gates=Name=value`); calls accumulate.
+    pub fn feature_gate(mut self, gate: &str, enabled: bool) -> Self {
+        self.feature_gates.insert(gate.to_owned(), enabled);
+        self
+    }
+
+    /// Forces the proxy's peer-resolution semantics instead of the emulated version's default
+    /// (StorageVersion for 1.28–1.32, Discovery from 1.33).
+    pub fn peer_resolution_mode(self, mode: PeerResolutionMode) -> Self {
+        let value = match mode {
+            PeerResolutionMode::StorageVersion => "storage-version",
+            PeerResolutionMode::Discovery => "discovery",
+        };
+        self.flag(&format!("--peer-resolution-mode={value}"))
+    }
+
+    /// The hostname the server ID and identity lease name derive from (default: the server's name).
+    pub fn hostname(self, hostname: &str) -> Self {
+        self.flag(&format!("--hostname={hostname}"))
+    }
+
+    /// The loopback address to listen on (default `127.0.0.<position in the builder + 1>`).
+    pub fn ip(mut self, ip: Ipv4Addr) -> Self {
+        self.ip = Some(ip);
+        self
+    }
+
+    /// Identity lease duration (`--identity-lease-duration-seconds`, whole seconds, at least 1).
+    pub fn identity_lease_duration(self, duration: Duration) -> Self {
+        self.flag(&format!(
+            "--identity-lease-duration-seconds={}",
+            duration.as_secs().max(1)
+        ))
+    }
+
+    /// Identity lease renew interval (`--identity-lease-renew-interval-seconds`, whole seconds, at least 1).
+    pub fn identity_lease_renew_interval(self, interval: Duration) -> Self {
+        self.flag(&format!(
+            "--identity-lease-renew-interval-seconds={}",
+            interval.as_secs().max(1)
+        ))
+    }
+
+    /// TTL of the server's peer endpoint record (`--peer-endpoint-ttl-seconds`, whole seconds; upstream
+    /// 15 s): how long a crashed server stays resolvable for its peers.
+    pub fn peer_endpoint_ttl(self, ttl: Duration) -> Self {
+        self.flag(&format!("--peer-endpoint-ttl-seconds={}", ttl.as_secs().max(1)))
+    }
+
+    /// Refresh interval of the peer endpoint record (`--peer-endpoint-refresh-seconds`, whole seconds,
+    /// below the TTL; upstream 10 s).
+    pub fn peer_endpoint_refresh(self, interval: Duration) -> Self {
+        self.flag(&format!(
+            "--peer-endpoint-refresh-seconds={}",
+            interval.as_secs().max(1)
+        ))
+    }
+
+    /// Whether to pass `--peer-ca-file` (default [`PeerProxy::Auto`]).
+    pub fn peer_proxy(mut self, mode: PeerProxy) -> Self {
+        self.peer_proxy = mode;
+        self
+    }
+
+    /// Any kube-apiserver flag, `--name=value` or `--name`; replaces an earlier value of the same flag,
+    /// including the fixture's defaults (PKI paths, requestheader settings). `{pki}` in the value stands
+    /// for the cluster's PKI directory (e.g. `--peer-ca-file={pki}/front-proxy-ca.crt`).
+    pub fn flag(mut self, flag: &str) -> Self {
+        let (name, value) = match flag.split_once('=') {
+            Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
+            None => (flag.to_owned(), None),
+        };
+        self.unset.retain(|n| *n != name);
+        self.flags.retain(|(n, _)| *n != name);
+        self.flags.push((name, value));
+        self
+    }
+
+    /// Removes a flag the fixture would set by default (e.g. `--proxy-client-cert-file`).
+    pub fn unset_flag(mut self, name: &str) -> Self {
+        self.flags.retain(|(n, _)| n != name);
+        self.unset.push(name.to_owned());
+        self
+    }
+
+    /// The command line for this server, given the PKI files and its address.
+    fn command_line(
+        &self,
+        paths: &certs::PkiPaths,
+        ip: Ipv4Addr,
+        token_csv: &Path,
+        peer_ca: bool,
+    ) -> Vec<String> {
+        let p = |path: &Path| path.display().to_string();
+        let mut flags: Vec<(String, Option<String>)> = vec![
+            ("--hostname".into(), Some(self.name.clone())),
+            ("--bind-address".into(), Some(ip.to_string())),
+            ("--secure-port".into(), Some("0".into())),
+            ("--tls-cert-file".into(), Some(p(&paths.server_cert(&self.name)))),
+            (
+                "--tls-private-key-file".into(),
+                Some(p(&paths.server_key(&self.name))),
+            ),
+            ("--client-ca-file".into(), Some(p(&paths.ca_cert))),
+            ("--token-auth-file".into(), Some(p(token_csv))),
+            (
+                "--requestheader-client-ca-file".into(),
+                Some(p(&paths.front_proxy_ca_cert)),
+            ),
+            (
+                "--requestheader-allowed-names".into(),
+                Some(certs::DEFAULT_FRONT_PROXY_CLIENT_CN.into()),
+            ),
+            (
+                "--requestheader-username-headers".into(),
+                Some("X-Remote-User".into()),
+            ),
+            ("--requestheader-uid-headers".into(), Some("X-Remote-Uid".into())),
+            (
+                "--requestheader-group-headers".into(),
+                Some("X-Remote-Group".into()),
+            ),
+            (
+                "--requestheader-extra-headers-prefix".into(),
+                Some("X-Remote-Extra-".into()),
+            ),
+            (
+                "--proxy-client-cert-file".into(),
+                Some(p(&paths.front_proxy_client_cert)),
+            ),
+            (
+                "--proxy-client-key-file".into(),
+                Some(p(&paths.front_proxy_client_key)),
+            ),
+        ];
+        if peer_ca {
+            flags.push(("--peer-ca-file".into(), Some(p(&paths.ca_cert))));
+        }
+        if !self.feature_gates.is_empty() {
+            let gates: Vec<String> = self
+                .feature_gates
+                .iter()
+                .map(|(g, v)| format!("{g}={v}"))
+                .collect();
+            flags.push(("--feature-gates".into(), Some(gates.join(","))));
+        }
+        if !self.runtime_config.is_empty() {
+            flags.push(("--runtime-config".into(), Some(self.runtime_config.join(","))));
+        }
+        for (name, value) in &self.flags {
+            flags.retain(|(n, _)| n != name);
+            flags.push((name.clone(), value.clone()));
+        }
+        flags.retain(|(n, _)| !self.unset.contains(n));
+        let pki = paths.dir.display().to_string();
+        flags
+            .into_iter()
+            .map(|(name, value)| match value {
+                Some(value) => format!("{name}={}", value.replace("{pki}", &pki)),
+                None => name,
+            })
+            .collect()
+    }
+}
+
+/// Describes a cluster of fakes; [`ClusterBuilder::start`] starts it.
+///
+/// ```no_run
+/// # async fn demo() -> e2e::Result<()> {
+/// use e2e::ClusterBuilder;
+///
+/// let cluster = ClusterBuilder::new()
+///     .server("a", |s| s.version("1.36"))
+///     .server("b", |s| s.version("1.36").runtime_config("batch/v1=false"))
+///     .start()
+///     .await?;
+/// let jobs = cluster.client("b")?.get("/apis/batch/v1/namespaces/default/jobs").await?;
+/// assert_eq!(jobs.code(), 200); // b does not serve batch/v1: a answered through the proxy
+/// cluster.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClusterBuilder {
+    servers: Vec<ServerBuilder>,
+    ready_timeout: Duration,
+}
+
+impl Default for ClusterBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ClusterBuilder {
+    /// An empty cluster (readiness timeout 10 s).
+    pub fn new() -> Self {
+        Self {
+            servers: Vec::new(),
+            ready_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Adds server `name`, configured by `configure` (start from the defaults: version 1.36, all default
+    /// APIs, hostname = name).
+    pub fn server(mut self, name: &str, configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Self {
+        self.servers.push(configure(ServerBuilder::new(name)));
+        self
+    }
+
+    /// How long [`ClusterBuilder::start`] waits for each server to report ready.
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Writes the PKI into a new temporary directory, starts every server (in order) on one shared
+    /// in-memory store and waits until each is ready. On error, whatever was started is torn down.
+    pub async fn start(self) -> Result<TestCluster> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut names = std::collections::BTreeSet::new();
+        let mut members = Vec::with_capacity(self.servers.len());
+        for (index, server) in self.servers.into_iter().enumerate() {
+            if !names.insert(server.name.clone()) {
+                return Err(FixtureError::Layout(format!(
+                    "server name {:?} used twice",
+                    server.name
+                )));
+            }
+            let ip = match server.ip {
+                Some(ip) => ip,
+                None => {
+                    let octet = u8::try_from(index + 1)
+                        .ok()
+                        .filter(|o| *o < 255)
+                        .ok_or_else(|| FixtureError::Layout("more than 254 servers".to_owned()))?;
+                    Ipv4Addr::new(127, 0, 0, octet)
+                }
+            };
+            members.push((server, ip));
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("kube-mvp-e2e-")
+            .tempdir()
+            .map_err(|source| FixtureError::Io {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let spec = certs::PkiSpec::new(
+            members
+                .iter()
+                .map(|(server, ip)| certs::ServerSpec::new(server.name.clone(), [IpAddr::V4(*ip)])),
+        );
+        let pki = certs::Pki::generate(&spec)?;
+        let paths = pki.write_to(dir.path())?;
+        let token_csv = dir.path().join("tokens.csv");
+        std::fs::write(&token_csv, TOKENS_CSV).map_err(|source| FixtureError::Io {
+            path: token_csv.clone(),
+            source,
+        })?;
+        let mut cluster = TestCluster {
+            store: Arc::new(MemoryStore::new()),
+            servers: Vec::new(),
+            pki,
+            paths,
+            token_csv,
+            ready_timeout: self.ready_timeout,
+            dir,
+        };
+        for (builder, ip) in members {
+            let running = cluster.start_server(&builder, ip).await?;
+            let server_id = running.server_id().to_owned();
+            cluster.servers.push(ClusterServer {
+                builder,
+                ip,
+                server_id,
+                running: Some(running),
+            });
+        }
+        for server in &cluster.servers {
+            cluster.wait_ready(server).await?;
+        }
+        Ok(cluster)
+    }
+}
+
+/// One member of a running cluster.
+#[derive(Debug)]
+struct ClusterServer {
+    builder: ServerBuilder,
+    ip: Ipv4Addr,
+    server_id: String,
+    running: Option<RunningServer>,
+}
+
+/// A running cluster of fakes. Dropping it aborts every server and removes its files.
+pub struct TestCluster {
+    store: Arc<dyn Store>,
+    servers: Vec<ClusterServer>,
+    pki: certs::Pki,
+    paths: certs::PkiPaths,
+    token_csv: PathBuf,
+    ready_timeout: Duration,
+    // Last field: dropped after the servers, so no server outlives its files.
+    dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for TestCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCluster")
+            .field("dir", &self.dir.path())
+            .field("servers", &self.servers)
+            .finish()
+    }
+}
+
+impl TestCluster {
+    async fn start_server(&self, builder: &ServerBuilder, ip: Ipv4Addr) -> Result<RunningServer> {
+        let invalid = |message: String| FixtureError::InvalidFlags {
+            server: builder.name.clone(),
+            message,
+        };
+        let peer_ca = match builder.peer_proxy {
+            PeerProxy::Always => true,
+            PeerProxy::Never => false,
+            PeerProxy::Auto => {
+                let probe = builder.command_line(&self.paths, ip, &self.token_csv, false);
+                let flags = ServerFlags::from_args(probe).map_err(|e| invalid(e.to_string()))?;
+                flags
+                    .validate()
+                    .map_err(|e| invalid(e.to_string()))?
+                    .mvp_gate_enabled()
+            }
+        };
+        let args = builder.command_line(&self.paths, ip, &self.token_csv, peer_ca);
+        let flags = ServerFlags::from_args(args).map_err(|e| invalid(e.to_string().trim().to_owned()))?;
+        let options = flags.validate().map_err(|e| invalid(e.to_string()))?;
+        let running = apiserver_fake::server::start(options, self.store.clone())
+            .await
+            .map_err(|e| FixtureError::Start {
+                server: builder.name.clone(),
+                message: e.to_string(),
+            })?;
+        self.pki.write_kubeconfig(
+            &self.paths.kubeconfig(&builder.name),
+            &running.url(),
+            &builder.name,
+        )?;
+        Ok(running)
+    }
+
+    async fn wait_ready(&self, server: &ClusterServer) -> Result<()> {
+        let Some(running) = &server.running else {
+            return Ok(());
+        };
+        if running.wait_ready(self.ready_timeout).await {
+            Ok(())
+        } else {
+            Err(FixtureError::NotReady {
+                server: server.builder.name.clone(),
+                seconds: self.ready_timeout.as_secs(),
+            })
+        }
+    }
+
+    fn member(&self, name: &str) -> Result<&ClusterServer> {
+        self.servers
+            .iter()
+            .find(|s| s.builder.name == name)
+            .ok_or_else(|| FixtureError::UnknownServer(name.to_owned()))
+    }
+
+    fn member_mut(&mut self, name: &str) -> Result<&mut ClusterServer> {
+        self.servers
+            .iter_mut()
+            .find(|s| s.builder.name == name)
+            .ok_or_else(|| FixtureError::UnknownServer(name.to_owned()))
+    }
+
+    /// The running server `name`.
+    pub fn server(&self, name: &str) -> Result<&RunningServer> {
+        self.member(name)?
+            .running
+            .as_ref()
+            .ok_or_else(|| FixtureError::UnknownServer(name.to_owned()))
+    }
+
+    /// Names of the servers, in builder order (stopped ones included).
+    pub fn names(&self) -> Vec<&str> {
+        self.servers.iter().map(|s| s.builder.name.as_str()).collect()
+    }
+
+    /// `https://127.0.0.n:port` of server `name`.
+    pub fn url(&self, name: &str) -> Result<String> {
+        Ok(self.server(name)?.url())
+    }
+
+    /// The APIServerID of server `name` (also its identity lease name), also after it stopped.
+    pub fn server_id(&self, name: &str) -> Result<String> {
+        Ok(self.member(name)?.server_id.clone())
+    }
+
+    /// The store every server of the cluster shares (its "etcd").
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The directory holding the PKI, kubeconfigs and token file; removed with the cluster.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The PKI file paths (kubeadm's names).
+    pub fn paths(&self) -> &certs::PkiPaths {
+        &self.paths
+    }
+
+    /// The PKI itself, to issue more client certificates.
+    pub fn pki(&self) -> &certs::Pki {
+        &self.pki
+    }
+
+    /// The admin kubeconfig of server `name` (rewritten when the server restarts on a new port).
+    pub fn kubeconfig(&self, name: &str) -> Result<PathBuf> {
+        self.member(name)?;
+        Ok(self.paths.kubeconfig(name))
+    }
+
+    /// An HTTPS client of server `name` authenticated as `admin` (`system:masters`) with a client
+    /// certificate.
+    pub fn client(&self, name: &str) -> Result<HttpsClient> {
+        self.client_as(
+            name,
+            ClientIdentity::Certificate {
+                cert: self.paths.admin_cert.clone(),
+                key: self.paths.admin_key.clone(),
+            },
+        )
+    }
+
+    /// An HTTPS client of server `name` with the given identity.
+    pub fn client_as(&self, name: &str, identity: ClientIdentity) -> Result<HttpsClient> {
+        HttpsClient::new(name, &self.url(name)?, &self.paths.ca_cert, identity)
+    }
+
+    /// kubectl for server `name`, or `None` (with the reason printed) when kubectl is not installed.
+    pub fn kubectl(&self, name: &str) -> Result<Option<Kubectl>> {
+        let kubeconfig = self.kubeconfig(name)?;
+        Ok(Kubectl::find().map(|binary| Kubectl::new(binary, kubeconfig, self.dir())))
+    }
+
+    /// Stops server `name` the way a crash does: it vanishes without cleaning up what it published
+    /// (identity lease, peer endpoint record, StorageVersion entries).
+    pub fn kill(&mut self, name: &str) -> Result<()> {
+        let member = self.member_mut(name)?;
+        match member.running.take() {
+            Some(running) => {
+                running.kill();
+                Ok(())
+            }
+            None => Err(FixtureError::UnknownServer(name.to_owned())),
+        }
+    }
+
+    /// Stops server `name` gracefully (it removes its peer endpoint record and, from 1.35, its identity
+    /// lease).
+    pub async fn stop(&mut self, name: &str) -> Result<()> {
+        let member = self.member_mut(name)?;
+        match member.running.take() {
+            Some(running) => {
+                running.shutdown().await;
+                Ok(())
+            }
+            None => Err(FixtureError::UnknownServer(name.to_owned())),
+        }
+    }
+
+    /// Starts server `name` again with the same command line (same hostname, hence the same server ID,
+    /// and the same address; a new port) after [`TestCluster::kill`] or [`TestCluster::stop`]; kills it
+    /// first if it is still running. Waits until it is ready.
+    pub async fn restart(&mut self, name: &str) -> Result<()> {
+        let index = self
+            .servers
+            .iter()
+            .position(|s| s.builder.name == name)
+            .ok_or_else(|| FixtureError::UnknownServer(name.to_owned()))?;
+        if let Some(running) = self.servers[index].running.take() {
+            running.kill();
+        }
+        let (builder, ip) = (self.servers[index].builder.clone(), self.servers[index].ip);
+        let running = self.start_server(&builder, ip).await?;
+        self.servers[index].server_id = running.server_id().to_owned();
+        self.servers[index].running = Some(running);
+        self.wait_ready(&self.servers[index]).await
+    }
+
+    /// Stops every server gracefully, then removes the files.
+    pub async fn shutdown(mut self) {
+        for server in &mut self.servers {
+            if let Some(running) = server.running.take() {
+                running.shutdown().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! Polling with deadlines instead of sleeps: tests wait for a condition, never for a fixed time.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::{FixtureError, Result};
+
+/// How often [`eventually`] polls.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(25);
+
+/// Calls `probe` every [`POLL_INTERVAL`] until it returns `Some`, or fails with
+/// [`FixtureError::Timeout`] naming `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(FixtureError::Timeout {
+                what: what.to_owned(),
+                seconds: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn returns_the_first_success_and_times_out_otherwise() {
+        let mut calls = 0;
+        let value = eventually("third call", Duration::from_secs(5), || {
+            calls += 1;
+            let n = calls;
+            async move { (n >= 3).then_some(n) }
+        })
+        .await
+        .unwrap();
+        assert_eq!(value, 3);
+        let err = eventually("never", Duration::from_millis(60), || async { None::<()> })
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "timed out after 0s waiting for never");
+    }
+}
