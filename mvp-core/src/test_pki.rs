@@ -1,45 +1,45 @@
-//! Throw-away PKI for unit tests (cluster CA, front-proxy CA, serving and client certs).
+//! Throw-away PKI for unit tests (cluster CA, front-proxy CA, serving and client certs), issued by the
+//! workspace's `certs` crate.
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, KeyPair, KeyUsagePurpose,
-};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use certs::CertificateAuthority;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// A cluster CA and a front-proxy CA.
-pub(crate) struct TestPki {
-    pub(crate) cluster_ca: CertifiedIssuer<'static, KeyPair>,
-    pub(crate) front_proxy_ca: CertifiedIssuer<'static, KeyPair>,
+/// What a test leaf certificate is for.
+#[derive(Clone, Copy)]
+pub(crate) enum Eku {
+    ServerAuth,
+    ClientAuth,
 }
 
-fn ca(cn: &str) -> CertifiedIssuer<'static, KeyPair> {
-    let mut p = CertificateParams::default();
-    p.distinguished_name = DistinguishedName::new();
-    p.distinguished_name.push(DnType::CommonName, cn);
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
+fn ca(cn: &str) -> CertificateAuthority {
+    CertificateAuthority::new_self_signed(cn).unwrap()
 }
 
 fn leaf(
-    issuer: &CertifiedIssuer<'static, KeyPair>,
+    issuer: &CertificateAuthority,
     cn: &str,
     sans: &[&str],
-    eku: ExtendedKeyUsagePurpose,
+    eku: Eku,
 ) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-    let mut p = CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
-    p.distinguished_name = DistinguishedName::new();
-    p.distinguished_name.push(DnType::CommonName, cn);
-    p.extended_key_usages = vec![eku];
-    p.use_authority_key_identifier_extension = true;
-    let key = KeyPair::generate().unwrap();
-    let cert = p.signed_by(&key, issuer).unwrap();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-    (vec![cert.der().clone()], key)
+    let keyed = match eku {
+        Eku::ClientAuth => issuer.issue_client_cert(cn, &[]).unwrap(),
+        Eku::ServerAuth => {
+            let ips: Vec<std::net::IpAddr> = sans.iter().filter_map(|s| s.parse().ok()).collect();
+            let dns: Vec<String> = sans
+                .iter()
+                .filter(|s| s.parse::<std::net::IpAddr>().is_err())
+                .map(|s| (*s).to_owned())
+                .collect();
+            issuer.issue_serving_cert(cn, &ips, &dns).unwrap()
+        }
+    };
+    (vec![keyed.cert_der()], keyed.key_der())
+}
+
+/// A cluster CA and a front-proxy CA.
+pub(crate) struct TestPki {
+    pub(crate) cluster_ca: CertificateAuthority,
+    pub(crate) front_proxy_ca: CertificateAuthority,
 }
 
 impl TestPki {
@@ -60,12 +60,12 @@ impl TestPki {
         &self,
         cn: &str,
     ) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-        leaf(&self.front_proxy_ca, cn, &[], ExtendedKeyUsagePurpose::ClientAuth)
+        leaf(&self.front_proxy_ca, cn, &[], Eku::ClientAuth)
     }
 
     /// A client certificate chain signed by the cluster CA.
     pub(crate) fn cluster_client_chain(&self, cn: &str) -> Vec<CertificateDer<'static>> {
-        leaf(&self.cluster_ca, cn, &[], ExtendedKeyUsagePurpose::ClientAuth).0
+        leaf(&self.cluster_ca, cn, &[], Eku::ClientAuth).0
     }
 
     /// A serving certificate signed by the cluster CA with SANs `kubernetes.default.svc`,
@@ -76,7 +76,7 @@ impl TestPki {
             &self.cluster_ca,
             "kube-apiserver",
             &["kubernetes.default.svc", "localhost", "127.0.0.1"],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            Eku::ServerAuth,
         )
     }
 }

@@ -6,19 +6,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use certs::CertificateAuthority;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use mvp_core::{PeerTlsConfig, RequestHeaderAuthenticator, RequestHeaderConfig};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, KeyPair, KeyUsagePurpose,
-};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -26,40 +23,35 @@ use tokio::task::JoinSet;
 pub type Chain = Vec<CertificateDer<'static>>;
 
 pub struct Pki {
-    pub cluster_ca: CertifiedIssuer<'static, KeyPair>,
-    pub front_proxy_ca: CertifiedIssuer<'static, KeyPair>,
+    pub cluster_ca: CertificateAuthority,
+    pub front_proxy_ca: CertificateAuthority,
 }
 
-fn ca(cn: &str) -> CertifiedIssuer<'static, KeyPair> {
-    let mut p = CertificateParams::default();
-    p.distinguished_name = DistinguishedName::new();
-    p.distinguished_name.push(DnType::CommonName, cn);
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
+/// What a test leaf certificate is for.
+#[derive(Clone, Copy)]
+pub enum Eku {
+    ServerAuth,
+    ClientAuth,
 }
 
-fn leaf(
-    issuer: &CertifiedIssuer<'static, KeyPair>,
-    cn: &str,
-    sans: &[&str],
-    eku: ExtendedKeyUsagePurpose,
-) -> (Chain, PrivateKeyDer<'static>) {
-    let mut p = CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
-    p.distinguished_name = DistinguishedName::new();
-    p.distinguished_name.push(DnType::CommonName, cn);
-    p.extended_key_usages = vec![eku];
-    p.use_authority_key_identifier_extension = true;
-    let key = KeyPair::generate().unwrap();
-    let cert = p.signed_by(&key, issuer).unwrap();
-    (
-        vec![cert.der().clone()],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-    )
+fn ca(cn: &str) -> CertificateAuthority {
+    CertificateAuthority::new_self_signed(cn).unwrap()
+}
+
+fn leaf(issuer: &CertificateAuthority, cn: &str, sans: &[&str], eku: Eku) -> (Chain, PrivateKeyDer<'static>) {
+    let keyed = match eku {
+        Eku::ClientAuth => issuer.issue_client_cert(cn, &[]).unwrap(),
+        Eku::ServerAuth => {
+            let ips: Vec<std::net::IpAddr> = sans.iter().filter_map(|s| s.parse().ok()).collect();
+            let dns: Vec<String> = sans
+                .iter()
+                .filter(|s| s.parse::<std::net::IpAddr>().is_err())
+                .map(|s| (*s).to_owned())
+                .collect();
+            issuer.issue_serving_cert(cn, &ips, &dns).unwrap()
+        }
+    };
+    (vec![keyed.cert_der()], keyed.key_der())
 }
 
 impl Pki {
@@ -78,32 +70,26 @@ impl Pki {
             &self.cluster_ca,
             "kube-apiserver",
             &["kubernetes.default.svc"],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            Eku::ServerAuth,
         )
     }
 
     pub fn serving_with_sans(&self, sans: &[&str]) -> (Chain, PrivateKeyDer<'static>) {
-        leaf(
-            &self.cluster_ca,
-            "kube-apiserver",
-            sans,
-            ExtendedKeyUsagePurpose::ServerAuth,
-        )
+        leaf(&self.cluster_ca, "kube-apiserver", sans, Eku::ServerAuth)
     }
 
     /// The proxy's TLS material: trusts the cluster CA, presents a front-proxy cert `cn`.
     pub fn peer_tls(&self, cn: &str) -> PeerTlsConfig {
-        let (client_cert_chain, client_key) =
-            leaf(&self.front_proxy_ca, cn, &[], ExtendedKeyUsagePurpose::ClientAuth);
+        let (client_cert_chain, client_key) = leaf(&self.front_proxy_ca, cn, &[], Eku::ClientAuth);
         PeerTlsConfig {
-            peer_ca: vec![self.cluster_ca.der().clone()],
+            peer_ca: vec![self.cluster_ca.cert().cert_der()],
             client_cert_chain,
             client_key,
         }
     }
 
     pub fn requestheader(&self, allowed: &[&str]) -> RequestHeaderAuthenticator {
-        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![self.front_proxy_ca.der().clone()]);
+        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![self.front_proxy_ca.cert().cert_der()]);
         cfg.allowed_names = allowed.iter().map(|s| (*s).to_owned()).collect();
         RequestHeaderAuthenticator::new(&cfg).unwrap()
     }
@@ -148,7 +134,7 @@ where
     Fut: std::future::Future<Output = Response<PeerBody>> + Send + 'static,
 {
     let mut roots = RootCertStore::empty();
-    roots.add(pki.front_proxy_ca.der().clone()).unwrap();
+    roots.add(pki.front_proxy_ca.cert().cert_der()).unwrap();
     let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
         .allow_unauthenticated()
         .build()
