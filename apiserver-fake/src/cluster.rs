@@ -69,12 +69,18 @@ pub struct MemberSpec {
     pub extra_flags: Vec<String>,
     /// What this server serves differently (for the table).
     pub note: String,
+    /// kubectl arguments the table suggests trying against this server (e.g. `get jobs`).
+    pub try_command: String,
 }
 
 impl Preset {
     /// The servers of this preset.
     pub fn members(self) -> Vec<MemberSpec> {
         let member = |name: &str, last_octet: u8, version: &str, flags: &[&str], note: &str| MemberSpec {
+            try_command: match self {
+                Self::Default => "get jobs".to_owned(),
+                Self::Upgrade => "get mutatingadmissionpolicies".to_owned(),
+            },
             name: name.to_owned(),
             ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, last_octet)),
             kubernetes_version: version.to_owned(),
@@ -287,12 +293,13 @@ impl Cluster {
             let kubeconfig = self.dir.join(format!("{}.kubeconfig", member.name));
             let _ = writeln!(
                 out,
-                "{:<5} {:<8} {:<22} {:<48} kubectl --kubeconfig {} get jobs",
+                "{:<5} {:<8} {:<22} {:<48} kubectl --kubeconfig {} {}",
                 member.name,
                 member.kubernetes_version,
                 server.local_addr(),
                 member.note,
-                kubeconfig.display()
+                kubeconfig.display(),
+                member.try_command
             );
         }
         out

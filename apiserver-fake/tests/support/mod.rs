@@ -25,6 +25,7 @@ pub fn member(name: &str, octet: u8, version: &str, flags: &[&str]) -> MemberSpe
         kubernetes_version: version.to_owned(),
         extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
         note: String::new(),
+        try_command: "get jobs".to_owned(),
     }
 }
 
