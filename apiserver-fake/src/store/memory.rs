@@ -146,6 +146,27 @@ impl MemoryStore {
 
     /// Records a committed change: history (dropping the oldest beyond the limit) and broadcast. Must be
     /// called with the state locked, right after bumping the revision.
+    /// Stores `object` under `key` at the next revision and commits the event (create and update).
+    fn write(
+        &self,
+        state: &mut State,
+        resource: &StorageResource,
+        key: &ObjectKey,
+        mut object: Object,
+        event_type: WatchEventType,
+        prev_object: Option<Object>,
+    ) -> Object {
+        state.revision += 1;
+        set_resource_version(&mut object, state.revision);
+        state
+            .objects
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), object.clone());
+        self.commit(state, resource, key, event_type, object.clone(), prev_object);
+        object
+    }
+
     fn commit(
         &self,
         state: &mut State,
@@ -193,22 +214,7 @@ impl MemoryStore {
                 key: key.clone(),
             });
         }
-        state.revision += 1;
-        set_resource_version(&mut object, state.revision);
-        state
-            .objects
-            .entry(resource.clone())
-            .or_default()
-            .insert(key.clone(), object.clone());
-        self.commit(
-            &mut state,
-            resource,
-            key,
-            WatchEventType::Added,
-            object.clone(),
-            None,
-        );
-        Ok(object)
+        Ok(self.write(&mut state, resource, key, object, WatchEventType::Added, None))
     }
 
     fn update_sync(
@@ -277,22 +283,14 @@ impl MemoryStore {
             return Ok(object);
         }
         let previous = current.clone();
-        state.revision += 1;
-        set_resource_version(&mut object, state.revision);
-        state
-            .objects
-            .entry(resource.clone())
-            .or_default()
-            .insert(key.clone(), object.clone());
-        self.commit(
+        Ok(self.write(
             &mut state,
             resource,
             key,
+            object,
             WatchEventType::Modified,
-            object.clone(),
             Some(previous),
-        );
-        Ok(object)
+        ))
     }
 
     fn delete_sync(
