@@ -93,6 +93,14 @@ async fn third_server_after_first_dies(mode: &[&str]) {
     let created = a.post(JOBS, &job("test-job")).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
     support::wait_for_proxy(&b).await;
+    // As upstream's test has C up before A dies: wait until B's proxy knows both capable peers (each
+    // has served one of B's lists), so the crash is not mixed up with C's own start-up.
+    eventually("B to reach both A and C", Duration::from_secs(10), || async {
+        b.get(JOBS).await;
+        let reached = |i: usize| proxied_requests_for(&cluster.servers[i].1, JOBS) > 0;
+        (reached(0) && reached(2)).then_some(())
+    })
+    .await;
 
     let (_, dead) = cluster.servers.remove(0);
     dead.kill();
