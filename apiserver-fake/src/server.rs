@@ -23,7 +23,7 @@ use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -172,6 +172,8 @@ impl ServerState {
 pub struct RunningServer {
     state: Arc<ServerState>,
     cancel: CancellationToken,
+    crash: CancellationToken,
+    accept: Option<JoinHandle<()>>,
     tasks: JoinSet<()>,
     served_tx: Arc<watch::Sender<Arc<ServedApis>>>,
 }
@@ -219,8 +221,15 @@ impl RunningServer {
     pub async fn shutdown(mut self) {
         self.state.ready.store(false, Ordering::Release);
         self.cancel.cancel();
-        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        let accept = self.accept.take();
+        let drain = async {
+            if let Some(accept) = accept {
+                let _ = accept.await;
+            }
+            while self.tasks.join_next().await.is_some() {}
+        };
         if tokio::time::timeout(Duration::from_secs(2), drain).await.is_err() {
+            self.crash.cancel();
             self.tasks.abort_all();
         }
         // Controllers have stopped, so nothing re-creates what we remove now.
@@ -230,17 +239,26 @@ impl RunningServer {
         }
     }
 
-    /// Stops the server the way a crash does: nothing it published is cleaned up.
-    pub fn kill(mut self) {
-        self.cancel.cancel();
+    /// Stops the server the way a crash does: nothing it published is cleaned up, connections are cut
+    /// without a goodbye (no GOAWAY, no TLS close_notify). When this returns the listening socket and
+    /// every connection are closed, so a peer's next dial is refused.
+    pub async fn kill(mut self) {
         self.tasks.abort_all();
+        self.crash.cancel();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        while self.tasks.join_next().await.is_some() {}
     }
 }
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
-        self.cancel.cancel();
+        self.crash.cancel();
         self.tasks.abort_all();
+        if let Some(accept) = &self.accept {
+            accept.abort();
+        }
     }
 }
 
@@ -322,7 +340,14 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     let mut tasks = JoinSet::new();
     let mvp = crate::peer_proxy::install(&state, &mut tasks, &cancel).await?;
     let app = crate::routes::handler_chain(state.clone(), authenticator, mvp);
-    tasks.spawn(accept_loop(listener, acceptor, app, cancel.clone()));
+    let crash = CancellationToken::new();
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        acceptor,
+        app,
+        cancel.clone(),
+        crash.clone(),
+    ));
     tasks.spawn(lease_controller.run(cancel.clone()));
     tasks.spawn(crate::lease_gc::run_identity_lease_gc(
         state.store.clone(),
@@ -355,6 +380,8 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     Ok(RunningServer {
         state,
         cancel,
+        crash,
+        accept: Some(accept),
         tasks,
         served_tx,
     })
@@ -412,12 +439,14 @@ async fn accept_loop(
     acceptor: TlsAcceptor,
     app: crate::routes::HandlerChain,
     cancel: CancellationToken,
+    crash: CancellationToken,
 ) {
     let mut connections = JoinSet::new();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = cancel.cancelled() => break,
+            () = crash.cancelled() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let Ok((tcp, remote_addr)) = accepted else {
@@ -457,6 +486,19 @@ async fn accept_loop(
             }
         });
     }
-    // Dropping the JoinSet aborts connections still open (e.g. watches).
+    drop(listener);
+    if !crash.is_cancelled() {
+        // Graceful: connections finish their in-flight requests (bounded per connection) ...
+        let crashed = crash.cancelled();
+        tokio::pin!(crashed);
+        loop {
+            tokio::select! {
+                joined = connections.join_next() => if joined.is_none() { break },
+                () = crashed.as_mut() => break,
+            }
+        }
+    }
+    // ... and whatever is still open (e.g. watches, or everything after a crash) is cut; this returns
+    // once every connection's socket is closed.
     connections.shutdown().await;
 }

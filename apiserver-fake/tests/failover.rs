@@ -103,7 +103,7 @@ async fn third_server_after_first_dies(mode: &[&str]) {
     .await;
 
     let (_, dead) = cluster.servers.remove(0);
-    dead.kill();
+    dead.kill().await;
     let killed_at = Instant::now();
     // Poll B's job list (upstream: every 1 s for up to a minute) until ten answers in a row are the job
     // list: a single success could be a lucky random choice of C while A is still a candidate.
@@ -250,7 +250,7 @@ async fn a_stale_lease_of_the_same_name_is_replaced_at_startup() {
 
     // A crashes: its lease stays (3600 s), then a new process of the same host starts.
     let (spec, crashed) = cluster.servers.remove(0);
-    crashed.kill();
+    crashed.kill().await;
     assert_eq!(
         identity_lease(&cluster.store, "a").await.unwrap()["metadata"]["uid"],
         stale["metadata"]["uid"]
@@ -287,7 +287,7 @@ async fn before_1_35_a_restarted_server_takes_its_old_lease_over() {
     let mut cluster = cluster(vec![member("a", 1, "1.34", &[])]).await;
     let old = identity_lease(&cluster.store, "a").await.unwrap();
     let (spec, crashed) = cluster.servers.remove(0);
-    crashed.kill();
+    crashed.kill().await;
     let restarted = cluster.start_member(&spec, 0).await.unwrap();
     let renewed = identity_lease(&cluster.store, "a").await.unwrap();
     assert_eq!(

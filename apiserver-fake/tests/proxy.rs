@@ -176,7 +176,7 @@ async fn an_unreachable_peer_gives_503_text_and_a_missing_address_503_status() {
     let b_id = cluster.servers[1].1.server_id().to_owned();
     // A crash: the peer's endpoint record stays until its TTL, its port is closed.
     let (_, b) = cluster.servers.remove(1);
-    b.kill();
+    b.kill().await;
     let reply = a.get(JOBS).await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(reply.headers["content-type"], "text/plain; charset=utf-8");

@@ -552,11 +552,12 @@ impl TestCluster {
 
     /// Stops server `name` the way a crash does: it vanishes without cleaning up what it published
     /// (identity lease, peer endpoint record, StorageVersion entries).
-    pub fn kill(&mut self, name: &str) -> Result<()> {
+    /// Returns once its sockets are closed.
+    pub async fn kill(&mut self, name: &str) -> Result<()> {
         let member = self.member_mut(name)?;
         match member.running.take() {
             Some(running) => {
-                running.kill();
+                running.kill().await;
                 Ok(())
             }
             None => Err(FixtureError::UnknownServer(name.to_owned())),
@@ -586,7 +587,7 @@ impl TestCluster {
             .position(|s| s.builder.name == name)
             .ok_or_else(|| FixtureError::UnknownServer(name.to_owned()))?;
         if let Some(running) = self.servers[index].running.take() {
-            running.kill();
+            running.kill().await;
         }
         let (builder, ip) = (self.servers[index].builder.clone(), self.servers[index].ip);
         let running = self.start_server(&builder, ip).await?;

@@ -36,7 +36,7 @@
 //!
 //! // A peer that cannot answer: b still routes to a, which is gone.
 //! let mut cluster = cluster;
-//! cluster.kill("a")?;
+//! cluster.kill("a").await?;
 //! let reply = cluster.client("b")?.get("/apis/batch/v1/namespaces/default/jobs").await?;
 //! assert_eq!(reply.code(), 503);
 //! cluster.shutdown().await; // or just drop it: teardown never leaks tasks, ports or files

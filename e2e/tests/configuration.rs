@@ -178,7 +178,7 @@ async fn peer_address_is_published_in_the_internal_keyspace_and_removed_on_shutd
         "removed on graceful shutdown"
     );
     let b_id = cluster.server_id("b").unwrap();
-    cluster.kill("b").unwrap();
+    cluster.kill("b").await.unwrap();
     let key = format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX);
     assert!(
         cluster.store().get_internal(&key).await.unwrap().is_some(),

@@ -62,7 +62,7 @@ async fn requests_reach_a_third_capable_server_after_the_first_dies() {
             201
         );
         let a_id = cluster.server_id("a").unwrap();
-        cluster.kill("a").unwrap();
+        cluster.kill("a").await.unwrap();
         // Until a's address lapses (2 s TTL) b may still pick a (503), or c by chance; only afterwards
         // must every request reach c.
         let key = format!("{}{a_id}", apiserver_fake::peer_endpoint::PREFIX);

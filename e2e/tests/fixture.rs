@@ -64,7 +64,7 @@ async fn graceful_shutdown_and_killing_servers_release_everything() {
         .map(|n| cluster.server(n).unwrap().local_addr())
         .collect();
     let dir = cluster.dir().to_owned();
-    cluster.kill("c").unwrap();
+    cluster.kill("c").await.unwrap();
     cluster.restart("c").await.unwrap();
     let restarted = cluster.server("c").unwrap().local_addr();
     cluster.shutdown().await;

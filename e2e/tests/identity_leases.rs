@@ -215,7 +215,7 @@ async fn peer_whose_discovery_fetch_fails_is_dropped_from_the_peer_cache() {
     let mut cluster = c_with_a_lease_under_test_control().await;
     wait_until_b_proxies_jobs(&cluster).await;
     // c crashes; b still routes to it (transport errors) until a lease event makes it re-sync.
-    cluster.kill("c").unwrap();
+    cluster.kill("c").await.unwrap();
     let reply = cluster.client("b").unwrap().get(JOBS).await.unwrap();
     assert_eq!(
         (reply.code(), reply.header("content-type")),
@@ -263,7 +263,7 @@ async fn identity_lease_is_deleted_on_graceful_shutdown_and_replaced_on_restart_
     // 1.36 a crashes (lease kept), restarts: the stale lease is deleted and a new one created.
     let a_id = cluster.server_id("a").unwrap();
     let before = lease(&observer, &a_id).await.unwrap();
-    cluster.kill("a").unwrap();
+    cluster.kill("a").await.unwrap();
     out.push(json!({"1.36 after a crash": lease(&observer, &a_id).await.is_some()}));
     cluster.restart("a").await.unwrap();
     let after = lease(&observer, &a_id).await.unwrap();

@@ -116,7 +116,7 @@ async fn peer_proxy_and_discovery_sync_errors_are_counted_by_type() {
     wait_until_b_proxies_jobs(&cluster).await;
     // endpoint_resolution: a is gone and so is its address.
     let a_id = cluster.server_id("a").unwrap();
-    cluster.kill("a").unwrap();
+    cluster.kill("a").await.unwrap();
     forget_peer_address(&cluster, &a_id).await;
     // A request finds a still in b's discovery cache but without an address (once b's endpoint cache
     // has noticed).

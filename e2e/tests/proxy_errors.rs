@@ -59,7 +59,7 @@ async fn unreachable_peer_gets_503_plain_text_transport_error() {
         let mut cluster = a_serves_batch_b_does_not(mode).await;
         wait_until_b_proxies_jobs(&cluster).await;
         // a crashes: its identity lease, StorageVersion entries and endpoint record stay behind.
-        cluster.kill("a").unwrap();
+        cluster.kill("a").await.unwrap();
         let reply = cluster.client("b").unwrap().get(JOBS).await.unwrap();
         assert_eq!(reply.code(), 503, "{mode:?}: {reply:?}");
         assert_eq!(
@@ -89,7 +89,7 @@ async fn unresolvable_peer_address_gets_503_json_status() {
         let mut cluster = a_serves_batch_b_does_not(mode).await;
         wait_until_b_proxies_jobs(&cluster).await;
         let a_id = cluster.server_id("a").unwrap();
-        cluster.kill("a").unwrap();
+        cluster.kill("a").await.unwrap();
         forget_peer_address(&cluster, &a_id).await;
         let reply = wait_for_status(&cluster, "b", JOBS, 503, true).await;
         assert_eq!(
@@ -111,7 +111,7 @@ async fn one_of_two_capable_peers_unresolvable(
     let mut cluster = a_and_c_serve_batch_b_does_not(mode).await;
     wait_until_b_reaches(&cluster, &["a", "c"]).await;
     let c_id = cluster.server_id("c").unwrap();
-    cluster.kill("c").unwrap();
+    cluster.kill("c").await.unwrap();
     forget_peer_address(&cluster, &c_id).await;
     // Let b's endpoint cache notice (it re-reads the keyspace every 100 ms).
     let b = cluster.client("b").unwrap();
@@ -208,7 +208,7 @@ async fn exactly_one_attempt_to_a_random_capable_peer_without_retry_or_local_fal
         let mut cluster = a_and_c_serve_batch_b_does_not(mode).await;
         wait_until_b_reaches(&cluster, &["a", "c"]).await;
         // c crashes but its address is still published: choosing c fails, choosing a succeeds.
-        cluster.kill("c").unwrap();
+        cluster.kill("c").await.unwrap();
         let mark = log_mark(&cluster, "a");
         let b = cluster.client("b").unwrap();
         let mut outcomes = BTreeSet::new();

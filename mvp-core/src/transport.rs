@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{Method, Request, Response};
+use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
@@ -76,12 +78,48 @@ impl PeerTransport {
 
     /// Sends a request prepared by [`crate::forward::prepare_request`]; the response body
     /// streams.
+    ///
+    /// Like Go's `http.Transport`, a replayable request (idempotent method, no body) that fails
+    /// after a connection was established (typically a pooled connection the peer had already
+    /// closed, e.g. because it crashed) is sent once more on a fresh connection, so the caller sees
+    /// the peer's real state (its answer, or "connection refused") rather than a stale socket.
+    /// Failures to connect are never repeated.
     pub async fn send(&self, req: Request<PeerRequestBody>) -> Result<Response<Incoming>, TransportError> {
-        self.client
-            .request(req)
-            .await
-            .map_err(|e| TransportError(Arc::new(e)))
+        let replay = replayable_copy(&req);
+        match self.client.request(req).await {
+            Ok(resp) => Ok(resp),
+            Err(err) if err.is_connect() => Err(TransportError(Arc::new(err))),
+            Err(err) => match replay {
+                Some(again) => {
+                    tracing::debug!(error = %err, "peer connection failed before a response; retrying once");
+                    self.client
+                        .request(again)
+                        .await
+                        .map_err(|e| TransportError(Arc::new(e)))
+                }
+                None => Err(TransportError(Arc::new(err))),
+            },
+        }
     }
+}
+
+/// A copy of `req` to send again, when Go's transport would consider it replayable: an idempotent
+/// method and an empty body.
+fn replayable_copy(req: &Request<PeerRequestBody>) -> Option<Request<PeerRequestBody>> {
+    let idempotent = matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    );
+    if !idempotent || !req.body().is_end_stream() {
+        return None;
+    }
+    let mut copy = Request::new(Empty::new().map_err(|never| match never {}).boxed_unsync());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
+    Some(copy)
 }
 
 /// A failure to get a response from a peer (connect, TLS, protocol).

@@ -436,3 +436,37 @@ fn counter(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str)])
         })
         .map_or(0, |m| m.get_counter().get_value() as u64)
 }
+
+/// Go's transport sends a replayable request again when a reused connection dies before answering;
+/// a request with a body is never sent twice.
+#[tokio::test]
+async fn request_on_a_pooled_connection_the_peer_closed_is_retried_only_when_replayable() {
+    let pki = Pki::new();
+    let (peer, seen) = support::start_peer_answering_once_per_connection(&pki).await;
+    let registry = prometheus::Registry::new();
+    let layer = layer(&pki, &peer, &registry);
+    let request = |method: http::Method, body: &'static [u8]| {
+        let mut req = Request::builder()
+            .method(method)
+            .uri("/apis/batch/v1/namespaces/default/jobs")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap();
+        req.extensions_mut().insert(alice());
+        req
+    };
+
+    let (status, _, body) = call(&layer, request(http::Method::GET, b"")).await;
+    assert_eq!((status, body.as_ref()), (StatusCode::OK, b"conn0".as_ref()));
+    // The pooled connection dies under the GET: it is sent again, on a fresh connection.
+    let (status, _, body) = call(&layer, request(http::Method::GET, b"")).await;
+    assert_eq!((status, body.as_ref()), (StatusCode::OK, b"conn1".as_ref()));
+    // The same happens to a POST with a body: one attempt, then Go's plain-text 503.
+    let (status, headers, body) = call(&layer, request(http::Method::POST, b"{\"kind\":\"Job\"}")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:?}");
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["conn0 GET", "conn0 GET", "conn1 GET", "conn1 POST"]
+    );
+}

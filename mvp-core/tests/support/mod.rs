@@ -180,3 +180,79 @@ where
     });
     Peer { addr, _tasks: tasks }
 }
+
+/// A peer speaking HTTP/1.1 by hand so a test controls the socket: each connection (numbered from
+/// 0) answers its first request with `200` and body `conn<N>`, keeps the connection, and on the next
+/// request reads it and closes the connection without answering (a peer that went away under a
+/// pooled keep-alive connection). The returned log holds `conn<N> <METHOD>` for each request the
+/// peer received in full.
+pub async fn start_peer_answering_once_per_connection(
+    pki: &Pki,
+) -> (Peer, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    let (chain, key) = pki.serving();
+    let mut cfg = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = log.clone();
+    let mut tasks = JoinSet::new();
+    tasks.spawn(async move {
+        let mut conns = JoinSet::new();
+        for conn in 0.. {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            conns.spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut stream = BufReader::new(tls);
+                for request in 0.. {
+                    let mut head = String::new();
+                    let mut content_length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            content_length = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if head.is_empty() {
+                            head = line;
+                        }
+                    }
+                    let mut body = vec![0; content_length];
+                    if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let method = head.split(' ').next().unwrap_or_default().to_owned();
+                    seen.lock().unwrap().push(format!("conn{conn} {method}"));
+                    if request > 0 {
+                        return; // dropped: the socket closes without an answer or close_notify
+                    }
+                    let answer = format!("conn{conn}");
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    if stream.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (Peer { addr, _tasks: tasks }, log)
+}
