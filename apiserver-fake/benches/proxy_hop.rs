@@ -137,6 +137,10 @@ fn main() {
     runtime.block_on(async move {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let cluster = start_cluster(None, Preset::Default.members(), 0).await.expect("cluster");
+        cluster
+            .wait_until_peers_know_each_other(Duration::from_secs(10))
+            .await
+            .expect("peers discover each other");
         let client = client(&cluster);
         let (a, b) = (cluster.servers[0].1.url(), cluster.servers[1].1.url());
         let jobs = "/apis/batch/v1/namespaces/default/jobs";

@@ -258,6 +258,48 @@ fn member_options(member: &MemberSpec, dir: &Path, port: u16) -> anyhow::Result<
 }
 
 impl Cluster {
+    /// Waits until every server running the proxy resolves every other member that publishes a peer
+    /// endpoint (each serves `v1/namespaces`) and that member's endpoint record exists, so that the
+    /// first request after start-up is proxied rather than a false 404: a server is ready before its
+    /// peers' endpoint records exist, and peer discovery then retries with backoff. Fails when peers
+    /// cannot reach each other (e.g. a wrong `--peer-ca-file`).
+    pub async fn wait_until_peers_know_each_other(&self, timeout: Duration) -> anyhow::Result<()> {
+        let servers = &self.servers;
+        let namespaces = mvp_core::GroupVersionResource::new("", "v1", "namespaces");
+        let deadline = tokio::time::Instant::now() + timeout;
+        for (member, server) in servers {
+            let Some(resolver) = server.state().proxy_resolver.get() else {
+                continue;
+            };
+            let others: Vec<&str> = servers
+                .iter()
+                .map(|(_, s)| s)
+                .filter(|s| s.server_id() != server.server_id() && s.state().options.mvp_gate_enabled())
+                .map(RunningServer::server_id)
+                .collect();
+            loop {
+                let known = resolver.peers_serving(&namespaces);
+                let mut reachable = true;
+                for id in &others {
+                    let key = format!("{}{id}", crate::peer_endpoint::PREFIX);
+                    reachable &= matches!(server.state().store.get_internal(&key).await, Ok(Some(_)));
+                }
+                if reachable && others.iter().all(|id| known.iter().any(|k| k == id)) {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    anyhow::bail!(
+                        "server {} did not discover its peers within {} s",
+                        member.name,
+                        timeout.as_secs()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        Ok(())
+    }
+
     /// `cluster.json`: `{"servers":[{"name","url","kubernetesVersion","kubeconfig"}]}`.
     pub fn manifest(&self) -> serde_json::Value {
         let servers: Vec<_> = self
@@ -330,14 +372,23 @@ impl Cluster {
 
 /// The `cluster` subcommand: start, print, run until a signal, stop.
 pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    let signal = crate::shutdown_signal();
+    tokio::pin!(signal);
     let cluster = start_cluster(args.dir, args.preset.members(), args.port).await?;
+    tokio::select! {
+        converged = cluster.wait_until_peers_know_each_other(Duration::from_secs(10)) => converged?,
+        () = &mut signal => {
+            cluster.shutdown().await;
+            return Ok(());
+        }
+    }
     println!("{}", cluster.table());
     println!(
         "files: {} (cluster.json, *.kubeconfig, token, PKI)",
         cluster.dir.display()
     );
     println!("press Ctrl-C to stop");
-    crate::shutdown_signal().await;
+    signal.await;
     cluster.shutdown().await;
     Ok(())
 }

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
 
 async fn run_server(flags: ServerFlags) -> anyhow::Result<()> {
     let options = flags.validate()?;
+    let signal = apiserver_fake::shutdown_signal();
     let store = Arc::new(MemoryStore::new());
     let server = apiserver_fake::server::start(options, store)
         .await
@@ -68,7 +69,7 @@ async fn run_server(flags: ServerFlags) -> anyhow::Result<()> {
         server.url(),
         server.server_id()
     );
-    apiserver_fake::shutdown_signal().await;
+    signal.await;
     server.shutdown().await;
     Ok(())
 }

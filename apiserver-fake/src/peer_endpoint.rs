@@ -23,6 +23,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 /// Upstream's refresh interval.
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(10);
 
+/// How often the reconciler looks again while the server is not ready or a write failed.
+const RETRY_POLL: Duration = Duration::from_millis(10);
+
 /// The record for `server_id` reachable at `address`.
 pub fn endpoint_record(server_id: &str, address: SocketAddr) -> Value {
     json!({
@@ -88,31 +91,29 @@ impl PeerEndpointReconciler {
     }
 
     /// Refreshes the record until `cancel`; writes only once the server is ready, as upstream waits for
-    /// `/readyz`.
+    /// `/readyz`, and then at once: peers cannot reach this server before the record exists.
     pub async fn run(self, cancel: CancellationToken) {
         let address = self.state.options.peer_address(self.state.local_addr.port());
         let record = endpoint_record(&self.state.server_id, address);
-        let mut interval = tokio::time::interval(self.refresh.min(Duration::from_millis(200)));
-        let mut last_write: Option<tokio::time::Instant> = None;
+        // Readiness is a cheap flag: a short poll keeps the gap between ready and reachable small.
+        let mut wait = Duration::ZERO;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                _ = interval.tick() => {}
+                () = tokio::time::sleep(wait) => {}
             }
+            wait = RETRY_POLL;
             if !self.state.is_ready() {
                 continue;
             }
-            if last_write.is_some_and(|at| at.elapsed() < self.refresh) {
-                continue;
-            }
-            if self
+            match self
                 .state
                 .store
                 .put_internal(&self.key(), record.clone(), self.ttl)
                 .await
-                .is_ok()
             {
-                last_write = Some(tokio::time::Instant::now());
+                Ok(()) => wait = self.refresh,
+                Err(err) => tracing::warn!(error = %err, "failed to write the peer endpoint record"),
             }
         }
     }
