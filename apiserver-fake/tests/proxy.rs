@@ -14,7 +14,11 @@ use support::{JOBS, TestClient, cluster, job, seed_members, wait_for_proxy};
 async fn jobs_are_served_through_the_server_that_lacks_batch_v1() {
     let cluster = cluster(seed_members(&[], &[])).await;
     let (a, b) = (TestClient::admin(&cluster, 0), TestClient::admin(&cluster, 1));
-    wait_for_proxy(&a).await;
+    // The demo's start-up wait: afterwards the very first request is proxied, no polling needed.
+    cluster
+        .wait_until_peers_know_each_other(Duration::from_secs(10))
+        .await
+        .unwrap();
 
     let created = a.post(JOBS, &job("seed")).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
@@ -224,9 +228,12 @@ async fn a_wrong_peer_ca_gives_503() {
     .await
     .unwrap();
     let a = TestClient::admin(&cluster, 0);
-    // Discovery of the peer fails too (same TLS check), so wait for the peer's lease and address, then
-    // observe that requests are not served: either no peer is known (404) or the handshake fails (503).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Discovery of the peer fails too (same TLS check): the peers never get to know each other, and
+    // requests are not served: either no peer is known (404) or the handshake fails (503).
+    let converged = cluster
+        .wait_until_peers_know_each_other(Duration::from_millis(500))
+        .await;
+    assert!(converged.is_err(), "{converged:?}");
     let reply = a.get(JOBS).await;
     assert_ne!(reply.status, StatusCode::OK, "{}", reply.text());
     let metrics = a.get("/metrics").await.text();
