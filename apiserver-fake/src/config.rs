@@ -43,8 +43,8 @@ pub struct ServerFlags {
     /// authentication (kube-apiserver's static token CSV: token,user,uid,"group1,group2").
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
-    /// Enables anonymous requests to the secure port. The fake authorizes every authenticated user, so
-    /// this defaults to false (kube-apiserver defaults to true and relies on RBAC).
+    /// Enables anonymous requests to the secure port. The fake has no RBAC to restrict
+    /// `system:anonymous`, so this defaults to false (kube-apiserver defaults to true and relies on RBAC).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
     /// Root certificate bundle to use to verify client certificates on incoming requests before trusting
@@ -55,6 +55,10 @@ pub struct ServerFlags {
     /// client certificate validated by the authorities in --requestheader-client-ca-file is allowed.
     #[arg(long, value_delimiter = ',')]
     pub requestheader_allowed_names: Vec<String>,
+    /// Ordered list of plug-ins to do authorization on the secure port; the fake implements AlwaysAllow and
+    /// AlwaysDeny (members of system:masters are always allowed, as upstream).
+    #[arg(long, default_value = "AlwaysAllow")]
+    pub authorization_mode: String,
     /// List of request headers to inspect for usernames. X-Remote-User is common.
     #[arg(long, value_delimiter = ',')]
     pub requestheader_username_headers: Vec<String>,
@@ -184,6 +188,8 @@ pub struct ServerOptions {
     pub gv_exclusion_grace_period: Duration,
     /// Period of the StorageVersion garbage collector's full pass.
     pub storage_version_gc_period: Duration,
+    /// The parsed `--authorization-mode`.
+    pub authorizer: crate::authorization::Authorizer,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
@@ -232,6 +238,9 @@ pub enum ConfigError {
     /// A timing knob is zero or inconsistent.
     #[error("{0}")]
     Timing(String),
+    /// `--authorization-mode` names no mode, an unknown or unsupported one, or one twice.
+    #[error(transparent)]
+    AuthorizationMode(#[from] crate::authorization::AuthorizationModeError),
 }
 
 #[derive(Debug, clap::Parser)]
@@ -400,6 +409,7 @@ impl ServerFlags {
             local_discovery_refresh: Duration::from_secs(self.local_discovery_refresh_seconds),
             gv_exclusion_grace_period: Duration::from_secs(self.gv_exclusion_grace_period_seconds),
             storage_version_gc_period: Duration::from_secs(self.storage_version_gc_period_seconds),
+            authorizer: crate::authorization::Authorizer::from_flag(&self.authorization_mode)?,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! Impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`, `Impersonate-Extra-*`):
 //! the request continues as the impersonated user, as kube-apiserver's impersonation filter does after
-//! authentication. The fake's authorizer allows every authenticated user everything, impersonation
-//! included. The headers are removed either way, so they are never forwarded to a peer.
+//! authentication, provided the caller may `impersonate` that user (checked by the handler chain with
+//! `--authorization-mode`). The headers are removed either way, so they are never forwarded to a peer.
 
 use std::collections::BTreeMap;
 

@@ -22,6 +22,7 @@
 //! ```
 
 pub mod auth;
+pub mod authorization;
 pub mod catalog;
 pub mod cluster;
 pub mod config;

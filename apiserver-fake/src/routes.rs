@@ -21,6 +21,7 @@ use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 
 use crate::auth::{Authenticator, ConnectionInfo};
+use crate::authorization::{self, Authorize, Decision};
 use crate::server::{ServedRequest, ServerState};
 use crate::status::Status;
 
@@ -52,7 +53,7 @@ pub fn handler_chain(
         .fallback(api)
         .with_state(state.clone());
     let front = ServiceBuilder::new()
-        .layer(from_fn_with_state(authenticator, authenticate))
+        .layer(from_fn_with_state((authenticator, state.clone()), authenticate))
         .layer(from_fn_with_state(state, record_and_classify));
     match mvp {
         Some(mvp) => BoxCloneSyncService::new(
@@ -65,9 +66,10 @@ pub fn handler_chain(
     }
 }
 
-/// Stage 2: authentication. Unauthenticated requests get kube-apiserver's 401 Status.
+/// Stage 2: authentication, then impersonation (the caller must be allowed to impersonate the user it
+/// names). Unauthenticated requests get kube-apiserver's 401 Status.
 async fn authenticate(
-    State(authenticator): State<Arc<Authenticator>>,
+    State((authenticator, state)): State<(Arc<Authenticator>, Arc<ServerState>)>,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -78,9 +80,16 @@ async fn authenticate(
         .unwrap_or_default();
     match authenticator.authenticate(&conn, req.headers_mut()) {
         Some(user) => match crate::impersonation::impersonated_user(req.headers_mut()) {
-            // Everyone may impersonate anyone in the fake (the authorizer allows all).
-            Ok(impersonated) => {
-                req.extensions_mut().insert(impersonated.unwrap_or(user));
+            Ok(Some(impersonated)) => {
+                let attributes = authorization::impersonation_request(&impersonated.name);
+                if let Decision::Deny(reason) = state.options.authorizer.authorize(&user, &attributes) {
+                    return authorization::forbidden(&user, &attributes, &reason).into_response();
+                }
+                req.extensions_mut().insert(impersonated);
+                next.run(req).await
+            }
+            Ok(None) => {
+                req.extensions_mut().insert(user);
                 next.run(req).await
             }
             Err(status) => status.into_response(),
@@ -90,9 +99,9 @@ async fn authenticate(
     }
 }
 
-/// Stages 3–4: authorization (everyone authenticated may do everything; this is the seam for a real
-/// authorizer), request classification (kube's RequestInfo, kept in the extensions), and the request log
-/// that lets tests see which user a server believed it served.
+/// Stages 3–4: request classification (kube's RequestInfo, kept in the extensions), the request log that
+/// lets tests see which user a server believed it served, and authorization (`--authorization-mode`; a
+/// denied request gets upstream's 403 here, before the MVP filter could proxy it).
 async fn record_and_classify(
     State(state): State<Arc<ServerState>>,
     mut req: Request,
@@ -134,8 +143,21 @@ async fn record_and_classify(
         info.api_version.clone(),
         info.resource.clone(),
     );
-    req.extensions_mut().insert(info);
-    let mut response = next.run(req).await;
+    let authorizer = &state.options.authorizer;
+    let denied = match req.extensions().get::<UserInfo>() {
+        Some(user) if !authorizer.allows_everything() => match authorizer.authorize(user, &info) {
+            Decision::Deny(reason) => Some(authorization::forbidden(user, &info, &reason)),
+            Decision::Allow => None,
+        },
+        _ => None,
+    };
+    let mut response = match denied {
+        Some(status) => status.into_response(),
+        None => {
+            req.extensions_mut().insert(info);
+            next.run(req).await
+        }
+    };
     response.headers_mut().insert(AUDIT_ID_HEADER, audit_id);
     state
         .metrics

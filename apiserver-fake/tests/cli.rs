@@ -62,6 +62,9 @@ fn bad_values_give_one_line_errors() {
         vec![TLS[0], TLS[1], "--feature-gates=NoSuchGate=true"],
         vec![TLS[0], TLS[1], "--runtime-config=nosuch/v1=maybe"],
         vec![TLS[0], TLS[1], "--emulated-version=1.20"],
+        vec![TLS[0], TLS[1], "--authorization-mode=Bogus"],
+        vec![TLS[0], TLS[1], "--authorization-mode=RBAC"],
+        vec![TLS[0], TLS[1], "--authorization-mode=AlwaysDeny,AlwaysDeny"],
         vec!["--secure-port=6443"],
         vec![TLS[0], TLS[1], "--secure-port=0", "--bind-address=127.0.0.1"],
     ] {

@@ -165,6 +165,46 @@ async fn unauthenticated_request_is_rejected_by_the_source_and_never_proxied() {
     insta::assert_yaml_snapshot!("jobs_via_b_without_credentials_is_401_from_b", answers[1]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_request_is_rejected_by_the_source_and_never_proxied() {
+    let mut answers = Vec::new();
+    for mode in MODES {
+        // b denies everyone but system:masters; a (which serves jobs) allows all.
+        let cluster = a_and_b_with(mode, |a| a, |b| b.flag("--authorization-mode=AlwaysDeny")).await;
+        // The admin is in system:masters: still allowed by b, hence proxied.
+        wait_until_b_proxies_jobs(&cluster).await;
+        let mark = log_mark(&cluster, "a");
+        let jane = cluster
+            .client_as("b", ClientIdentity::BearerToken(JANE_TOKEN.to_owned()))
+            .unwrap();
+        let reply = jane.get(JOBS).await.unwrap();
+        assert_eq!(reply.code(), 403, "{mode:?}: {reply:?}");
+        assert_eq!(reply.json()["reason"], "Forbidden");
+        // Impersonating a member of system:masters needs permission to impersonate, which jane lacks.
+        let impersonating = jane
+            .request(Method::GET, JOBS)
+            .header("Impersonate-User", "admin")
+            .header("Impersonate-Group", "system:masters")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(impersonating.code(), 403, "{mode:?}: {impersonating:?}");
+        assert_eq!(
+            impersonating.json()["message"],
+            "users \"admin\" is forbidden: User \"jane\" cannot impersonate resource \"users\" in API group \"\" \
+             at the cluster scope: Everything is forbidden."
+        );
+        assert_eq!(
+            requests_seen_by(&cluster, "a", mark, JOBS),
+            0,
+            "{mode:?}: nothing reached a"
+        );
+        answers.push(reply);
+    }
+    assert_eq!(answers[0], answers[1]);
+    insta::assert_yaml_snapshot!("jobs_via_b_as_jane_when_b_denies_is_403_from_b", answers[1]);
+}
+
 async fn wait_for(
     client: &e2e::HttpsClient,
     method: Method,
