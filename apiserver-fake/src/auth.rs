@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
@@ -30,6 +30,54 @@ pub struct ConnectionInfo {
     /// The client's certificate chain, leaf first, if it presented one (it verified against the union of
     /// trusted client CAs during the handshake).
     pub client_chain: Option<Arc<Vec<CertificateDer<'static>>>>,
+    /// What the authenticators concluded about `client_chain`, shared by all requests of the connection.
+    pub chain_verdicts: Arc<ChainVerdicts>,
+}
+
+/// The authenticators' verdicts about one connection's client certificate chain, computed on its first
+/// request and reused by the next ones.
+///
+/// kube-apiserver verifies the chain (a signature check) on every request; the outcome can only change
+/// when a certificate of the chain expires, so a verdict is reused only before the chain's earliest
+/// `notAfter` and recomputed afterwards. The answers are the same, the per-request cost of a connection
+/// that carries many requests (a peer's proxy connection above all) is not.
+#[derive(Debug, Default)]
+pub struct ChainVerdicts {
+    /// Whether the chain is a trusted front proxy's (requestheader).
+    front_proxy: OnceLock<bool>,
+    /// The x509 user of the chain, if it verifies against the client CA.
+    x509_user: OnceLock<Option<UserInfo>>,
+    /// Unix seconds from which no verdict is reused (`i64::MIN` when the chain does not parse).
+    expires_at: OnceLock<i64>,
+}
+
+impl ChainVerdicts {
+    fn reuse<T: Clone>(
+        &self,
+        cell: &OnceLock<T>,
+        chain: &[CertificateDer<'static>],
+        compute: impl FnOnce() -> T,
+    ) -> T {
+        let expires_at = *self
+            .expires_at
+            .get_or_init(|| earliest_not_after(chain).unwrap_or(i64::MIN));
+        if UnixTime::now().as_secs() as i64 >= expires_at {
+            return compute();
+        }
+        cell.get_or_init(compute).clone()
+    }
+}
+
+/// The earliest `notAfter` of `chain`, in Unix seconds.
+fn earliest_not_after(chain: &[CertificateDer<'static>]) -> Option<i64> {
+    chain
+        .iter()
+        .map(|cert| {
+            x509_parser::parse_x509_certificate(cert)
+                .ok()
+                .map(|(_, parsed)| parsed.validity().not_after.timestamp())
+        })
+        .try_fold(i64::MAX, |earliest, not_after| Some(earliest.min(not_after?)))
 }
 
 /// Why authentication could not even be set up.
@@ -208,15 +256,20 @@ impl Authenticator {
     /// `None` means nobody could be authenticated (the caller answers 401).
     pub fn authenticate(&self, conn: &ConnectionInfo, headers: &mut HeaderMap) -> Option<UserInfo> {
         let chain = conn.client_chain.as_deref().map(Vec::as_slice);
+        let verdicts = &conn.chain_verdicts;
         if let (Some(rh), Some(chain)) = (&self.request_header, chain)
-            && let Ok(Some(user)) = rh.authenticate(chain, headers)
+            && verdicts.reuse(&verdicts.front_proxy, chain, || {
+                rh.verify_chain(chain).unwrap_or(false)
+            })
+            && let Some(user) = rh.user_from_headers(headers)
         {
             rh.strip_identity_headers(headers);
             return Some(with_authenticated_group(user));
         }
         self.strip_identity_headers(headers);
         if let (Some(verifier), Some(chain)) = (&self.client_ca, chain)
-            && let Some(user) = x509_user(verifier.as_ref(), chain)
+            && let Some(user) =
+                verdicts.reuse(&verdicts.x509_user, chain, || x509_user(verifier.as_ref(), chain))
         {
             return Some(with_authenticated_group(user));
         }
@@ -281,6 +334,41 @@ fn x509_user(verifier: &dyn ClientCertVerifier, chain: &[CertificateDer<'static>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chain_verdict_is_computed_once_per_connection_until_the_chain_expires() {
+        let ca = certs::CertificateAuthority::new_self_signed("kubernetes").unwrap();
+        let chain = vec![
+            ca.issue_client_cert("admin", &["system:masters"])
+                .unwrap()
+                .cert_der(),
+        ];
+        let expires_at = earliest_not_after(&chain).unwrap();
+        assert!(expires_at > UnixTime::now().as_secs() as i64);
+
+        let verdicts = ChainVerdicts::default();
+        let computed = std::cell::Cell::new(0);
+        for _ in 0..3 {
+            let trusted = verdicts.reuse(&verdicts.front_proxy, &chain, || {
+                computed.set(computed.get() + 1);
+                true
+            });
+            assert!(trusted);
+        }
+        assert_eq!(computed.get(), 1, "valid chain: verified once");
+
+        // A chain whose expiry cannot be read (or has passed) is verified on every request.
+        let unreadable = vec![CertificateDer::from(vec![0u8; 8])];
+        let verdicts = ChainVerdicts::default();
+        computed.set(0);
+        for _ in 0..3 {
+            verdicts.reuse(&verdicts.front_proxy, &unreadable, || {
+                computed.set(computed.get() + 1);
+                false
+            });
+        }
+        assert_eq!(computed.get(), 3);
+    }
 
     #[test]
     fn token_file_parses_kube_apiserver_csv() {

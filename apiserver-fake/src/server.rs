@@ -468,6 +468,7 @@ async fn accept_loop(
             let info = ConnectionInfo {
                 remote_addr: Some(remote_addr),
                 client_chain,
+                chain_verdicts: Arc::default(),
             };
             let svc = app.map_request(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(info.clone());

@@ -172,8 +172,23 @@ impl RequestHeaderAuthenticator {
         peer_certificates: &[CertificateDer<'_>],
         headers: &HeaderMap,
     ) -> Result<Option<UserInfo>, RequestHeaderError> {
-        let Some((leaf, intermediates)) = peer_certificates.split_first() else {
+        if !self.verify_chain(peer_certificates)? {
             return Ok(None);
+        }
+        Ok(self.user_from_headers(headers))
+    }
+
+    /// The certificate half of [`Self::authenticate`]: whether `peer_certificates` (leaf first) come
+    /// from a front proxy this server trusts — they verify against the requestheader CA and, when
+    /// allowed names are configured, the leaf's CN is one of them. `Ok(false)` when no certificate
+    /// was presented.
+    ///
+    /// The verdict depends only on the chain and on the time through the certificates' validity
+    /// windows, so a server may keep it for all requests of a connection while no certificate of the
+    /// chain has expired, instead of verifying a signature on every request.
+    pub fn verify_chain(&self, peer_certificates: &[CertificateDer<'_>]) -> Result<bool, RequestHeaderError> {
+        let Some((leaf, intermediates)) = peer_certificates.split_first() else {
+            return Ok(false);
         };
         self.verifier
             .verify_client_cert(leaf, intermediates, UnixTime::now())
@@ -184,7 +199,7 @@ impl RequestHeaderAuthenticator {
                 return Err(RequestHeaderError::CommonNameNotAllowed(cn));
             }
         }
-        Ok(self.user_from_headers(headers))
+        Ok(true)
     }
 
     /// The identity named by the headers alone (upstream `requestHeaderAuthRequestHandler`),
