@@ -85,19 +85,20 @@ impl PeerTransport {
     /// the peer's real state (its answer, or "connection refused") rather than a stale socket.
     /// Failures to connect are never repeated.
     pub async fn send(&self, req: Request<PeerRequestBody>) -> Result<Response<Incoming>, TransportError> {
+        let endpoint = req.uri().authority().map(ToString::to_string).unwrap_or_default();
         let replay = replayable_copy(&req);
         match self.client.request(req).await {
             Ok(resp) => Ok(resp),
-            Err(err) if err.is_connect() => Err(TransportError(Arc::new(err))),
+            Err(err) if err.is_connect() => Err(TransportError::new(err, &endpoint)),
             Err(err) => match replay {
                 Some(again) => {
                     tracing::debug!(error = %err, "peer connection failed before a response; retrying once");
                     self.client
                         .request(again)
                         .await
-                        .map_err(|e| TransportError(Arc::new(e)))
+                        .map_err(|e| TransportError::new(e, &endpoint))
                 }
-                None => Err(TransportError(Arc::new(err))),
+                None => Err(TransportError::new(err, &endpoint)),
             },
         }
     }
@@ -124,15 +125,34 @@ fn replayable_copy(req: &Request<PeerRequestBody>) -> Option<Request<PeerRequest
 
 /// A failure to get a response from a peer (connect, TLS, protocol).
 ///
-/// Its `Display` joins the whole source chain, like Go's wrapped errors, because that text
-/// becomes the body of the plain-text 503 (spec §4).
+/// Its `Display` is the body of the plain-text 503 (spec §4), where upstream writes Go's error
+/// text: for the failures an operator meets (refused or timed-out dial, unknown CA, wrong name,
+/// TLS alert from the peer, peer gone) it is Go's wording, e.g. `dial tcp 10.0.0.2:6443: connect:
+/// connection refused` or `tls: failed to verify certificate: x509: certificate signed by unknown
+/// authority`; anything else is the whole Rust source chain, like Go's wrapped errors.
 #[derive(Clone, Debug)]
-pub struct TransportError(Arc<hyper_util::client::legacy::Error>);
+pub struct TransportError {
+    error: Arc<hyper_util::client::legacy::Error>,
+    /// The dialed `host:port`.
+    endpoint: String,
+}
+
+impl TransportError {
+    fn new(error: hyper_util::client::legacy::Error, endpoint: &str) -> Self {
+        Self {
+            error: Arc::new(error),
+            endpoint: endpoint.to_owned(),
+        }
+    }
+}
 
 impl std::fmt::Display for TransportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = std::error::Error::source(&*self.0);
+        if let Some(text) = go_error_text(&*self.error, &self.endpoint) {
+            return f.write_str(&text);
+        }
+        write!(f, "{}", self.error)?;
+        let mut source = std::error::Error::source(&*self.error);
         while let Some(err) = source {
             write!(f, ": {err}")?;
             source = err.source();
@@ -141,4 +161,143 @@ impl std::fmt::Display for TransportError {
     }
 }
 
-impl std::error::Error for TransportError {}
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.error)
+    }
+}
+
+/// Go's text for the error at the bottom of `error`'s chain, when it is one Go names differently.
+fn go_error_text(error: &(dyn std::error::Error + 'static), endpoint: &str) -> Option<String> {
+    let mut current = Some(error);
+    while let Some(err) = current {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return go_tls_text(tls);
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    return Some(format!("dial tcp {endpoint}: connect: connection refused"));
+                }
+                std::io::ErrorKind::TimedOut => return Some(format!("dial tcp {endpoint}: i/o timeout")),
+                // The peer vanished mid-exchange (rustls: closed without close_notify).
+                std::io::ErrorKind::UnexpectedEof => return Some("EOF".to_owned()),
+                _ => {}
+            }
+            // `io::Error::source` skips a wrapped error and returns *its* source; look at the
+            // wrapped error itself (hyper-rustls wraps tokio-rustls's io::Error, which wraps
+            // rustls's).
+            if let Some(inner) = io.get_ref() {
+                current = Some(inner as &(dyn std::error::Error + 'static));
+                continue;
+            }
+        }
+        if let Some(hyper) = err.downcast_ref::<hyper::Error>()
+            && hyper.is_incomplete_message()
+        {
+            return Some("EOF".to_owned());
+        }
+        current = err.source();
+    }
+    None
+}
+
+/// Go's `crypto/tls` / `crypto/x509` wording for the TLS failures a peer hop can meet.
+fn go_tls_text(error: &rustls::Error) -> Option<String> {
+    use rustls::{AlertDescription, CertificateError};
+    const VERIFY: &str = "tls: failed to verify certificate: x509:";
+    match error {
+        // A same-named CA with another key is also an unknown authority to Go (which adds a
+        // "possibly because of …" remark that names the candidate).
+        rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer | CertificateError::BadSignature,
+        ) => Some(format!("{VERIFY} certificate signed by unknown authority")),
+        rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
+            expected,
+            presented,
+        }) => {
+            let expected = match expected {
+                ServerName::DnsName(name) => name.as_ref().to_owned(),
+                ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+                _ => return None,
+            };
+            // rustls-webpki presents SANs as `DnsName("…")` / `IpAddress(…)`; Go lists the DNS names.
+            let dns: Vec<&str> = presented
+                .iter()
+                .filter_map(|p| p.strip_prefix("DnsName(\"")?.strip_suffix("\")"))
+                .collect();
+            Some(if dns.is_empty() {
+                format!("{VERIFY} certificate is not valid for any names, but wanted to match {expected}")
+            } else {
+                format!(
+                    "{VERIFY} certificate is valid for {}, not {expected}",
+                    dns.join(", ")
+                )
+            })
+        }
+        rustls::Error::AlertReceived(alert) => {
+            let text = match alert {
+                AlertDescription::BadCertificate => "bad certificate",
+                AlertDescription::UnknownCA => "unknown certificate authority",
+                AlertDescription::CertificateRequired => "certificate required",
+                AlertDescription::HandshakeFailure => "handshake failure",
+                AlertDescription::CertificateExpired => "expired certificate",
+                _ => return None,
+            };
+            Some(format!("remote error: tls: {text}"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_failures_read_as_go_writes_them() {
+        let unknown = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert_eq!(
+            go_tls_text(&unknown).unwrap(),
+            "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+        );
+        let wrong_name =
+            rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext {
+                expected: ServerName::try_from("kubernetes.default.svc").unwrap(),
+                presented: vec![
+                    "DnsName(\"localhost\")".to_owned(),
+                    "IpAddress(127.0.0.1)".to_owned(),
+                    "DnsName(\"kubernetes\")".to_owned(),
+                ],
+            });
+        assert_eq!(
+            go_tls_text(&wrong_name).unwrap(),
+            "tls: failed to verify certificate: x509: certificate is valid for localhost, kubernetes, \
+             not kubernetes.default.svc"
+        );
+        let alert = rustls::Error::AlertReceived(rustls::AlertDescription::BadCertificate);
+        assert_eq!(go_tls_text(&alert).unwrap(), "remote error: tls: bad certificate");
+        assert_eq!(go_tls_text(&rustls::Error::HandshakeNotComplete), None);
+    }
+
+    #[test]
+    fn io_failures_in_the_chain_read_as_go_writes_them() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            go_error_text(&refused, "127.0.0.1:6443").unwrap(),
+            "dial tcp 127.0.0.1:6443: connect: connection refused"
+        );
+        // As hyper-rustls hands it over: io::Error::other(tokio-rustls's io::Error(rustls::Error)).
+        let wrapped_tls = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        ));
+        assert!(
+            go_error_text(&wrapped_tls, "x:1")
+                .unwrap()
+                .ends_with("certificate signed by unknown authority")
+        );
+        let other = std::io::Error::other("something else");
+        assert_eq!(go_error_text(&other, "x:1"), None);
+    }
+}
