@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{ServedApis, custom_groups_from_crds};
+use crate::catalog::{KubeVersion, ServedApis, custom_groups_from_crds};
 use crate::informer::run_informer;
 use crate::store::{ObjectKey, StorageResource, Store};
 
@@ -87,12 +87,16 @@ pub fn read_custom_resources_file(path: &Path) -> Result<Vec<Value>, CustomResou
     Ok(documents)
 }
 
-/// Creates `crds` in the store unless they already exist (several servers may load the same file).
-pub async fn create_crds(store: &dyn Store, crds: Vec<Value>) {
+/// Creates `crds` in the store unless they already exist (several servers may load the same file), as
+/// a `binary_version` kube-apiserver would have created them through the API.
+pub async fn create_crds(store: &dyn Store, crds: Vec<Value>, binary_version: KubeVersion) {
     let now = crate::store::now_timestamp();
+    let resource = crd_resource();
+    let bump = crate::rest::generation::builtin(&resource.group, &resource.resource, binary_version);
     for mut crd in crds {
-        // As if created through the API: accepted names and the Established condition.
+        // As if created through the API: accepted names, the Established condition, generation 1.
         crate::rest::lifecycle::establish_crd(&mut crd, &now);
+        crate::rest::generation::prepare_for_create(bump, &mut crd);
         let Some(name) = crd
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -129,4 +133,29 @@ fn publish(builtin: &ServedApis, crds: &[Value], served: &watch::Sender<Arc<Serv
             true
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::MemoryStore;
+
+    #[tokio::test]
+    async fn crds_from_the_file_start_at_generation_one() {
+        let store = MemoryStore::new();
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        create_crds(&store, vec![crd], KubeVersion::NEWEST).await;
+        let stored = store
+            .get(&crd_resource(), &ObjectKey::cluster("widgets.example.com"))
+            .await
+            .unwrap();
+        assert_eq!(stored["metadata"]["generation"], 1);
+        assert_eq!(stored["status"]["acceptedNames"]["kind"], "Widget");
+    }
 }

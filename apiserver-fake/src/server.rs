@@ -278,7 +278,12 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         tracing::warn!(error = %e, "could not create the system namespaces");
     }
     if let Some(path) = &options.flags.custom_resources_file {
-        crd::create_crds(store.as_ref(), crd::read_custom_resources_file(path)?).await;
+        crd::create_crds(
+            store.as_ref(),
+            crd::read_custom_resources_file(path)?,
+            options.binary_version,
+        )
+        .await;
     }
 
     let bind = SocketAddr::new(options.flags.bind_address, options.flags.secure_port);

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver_fake::catalog::KubeVersion;
 use apiserver_fake::rest::{self, Lookup, ResourceCatalog, ResourceInfo, RestContext, SubresourceInfo};
 use apiserver_fake::store::{MemoryStore, StorageResource, Store};
 use axum::body::Body;
@@ -55,7 +56,8 @@ fn info(
     }
 }
 
-/// batch/v1 jobs, v1 configmaps/namespaces, example.com/v1 widgets (custom), CRDs, and a create-only
+/// batch/v1 jobs, v1 configmaps/namespaces/pods, coordination.k8s.io/v1 leases, example.com/v1 widgets
+/// (custom), CRDs, and a create-only
 /// authentication.k8s.io/v1 tokenreviews.
 struct Catalog;
 
@@ -68,7 +70,12 @@ impl ResourceCatalog for Catalog {
             },
             ("", "v1") => match resource {
                 "configmaps" => Some(info("", "ConfigMap", "configmaps", true, false, false)),
+                "pods" => Some(info("", "Pod", "pods", true, true, false)),
                 "namespaces" => Some(info("", "Namespace", "namespaces", false, true, false)),
+                _ => None,
+            },
+            ("coordination.k8s.io", "v1") => match resource {
+                "leases" => Some(info("coordination.k8s.io", "Lease", "leases", true, false, false)),
                 _ => None,
             },
             ("example.com", "v1") => match resource {
@@ -116,6 +123,8 @@ impl ResourceCatalog for Catalog {
         vec![
             StorageResource::new("batch", "jobs"),
             StorageResource::new("", "configmaps"),
+            StorageResource::new("", "pods"),
+            StorageResource::new("coordination.k8s.io", "leases"),
             StorageResource::new("example.com", "widgets"),
         ]
     }
@@ -144,8 +153,17 @@ impl Api {
     }
 
     fn with_store(store: MemoryStore) -> Self {
+        Self::with_store_and_version(store, KubeVersion::NEWEST)
+    }
+
+    /// An API whose strategies are those of a `binary` kube-apiserver.
+    fn with_version(binary: KubeVersion) -> Self {
+        Self::with_store_and_version(MemoryStore::new(), binary)
+    }
+
+    fn with_store_and_version(store: MemoryStore, binary: KubeVersion) -> Self {
         let store = Arc::new(store);
-        let ctx = RestContext::new(store.clone(), Arc::new(Catalog))
+        let ctx = RestContext::new(store.clone(), Arc::new(Catalog), binary)
             .with_bookmark_interval(Duration::from_millis(50));
         Self { ctx, store }
     }
@@ -878,4 +896,217 @@ async fn watch_ends_at_timeout_and_send_initial_events_ends_with_annotated_bookm
     );
     let rest = tokio::time::timeout(Duration::from_secs(3), body.collect()).await;
     assert!(rest.is_ok(), "the watch closes after timeoutSeconds");
+}
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+
+fn generation(object: &Value) -> Option<i64> {
+    object["metadata"].get("generation").and_then(Value::as_i64)
+}
+
+#[tokio::test]
+async fn leases_and_configmaps_have_no_generation_through_create_and_updates() {
+    let api = Api::new();
+    let lease = api
+        .post(
+            LEASES,
+            json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "renewTime": "2024-01-01T00:00:00.000000Z"}}),
+        )
+        .await;
+    assert_eq!(lease.status, StatusCode::CREATED, "{}", lease.text);
+    let lease = lease.json();
+    assert_eq!(generation(&lease), None);
+    // Renewals change spec: a real server still shows no generation.
+    let mut renewed = lease.clone();
+    renewed["spec"]["renewTime"] = json!("2024-01-01T00:00:10.000000Z");
+    let renewed = api.put(&format!("{LEASES}/l"), renewed).await.json();
+    assert_eq!(renewed["spec"]["renewTime"], "2024-01-01T00:00:10.000000Z");
+    assert_eq!(generation(&renewed), None);
+    let patched = api
+        .patch(
+            &format!("{LEASES}/l"),
+            "application/merge-patch+json",
+            r#"{"spec":{"holderIdentity":"b"}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(generation(&patched), None);
+    let stored = api.get(&format!("{LEASES}/l")).await.json();
+    assert_eq!(generation(&stored), None);
+
+    let cm = api
+        .post(CONFIGMAPS, json!({"metadata": {"name": "c"}, "data": {"k": "v"}}))
+        .await
+        .json();
+    assert_eq!(generation(&cm), None);
+    let mut changed = cm.clone();
+    changed["data"]["k"] = json!("w");
+    changed["metadata"]["generation"] = json!(9);
+    let changed = api.put(&format!("{CONFIGMAPS}/c"), changed).await.json();
+    assert_eq!(changed["data"]["k"], "w");
+    assert_eq!(generation(&changed), None, "an update cannot set it either");
+
+    // Upstream keeps a value a client sets on create for resources that do not track generation, and
+    // never moves it.
+    let client_set = api
+        .post(
+            CONFIGMAPS,
+            json!({"metadata": {"name": "d", "generation": 3}, "data": {"k": "v"}}),
+        )
+        .await
+        .json();
+    assert_eq!(generation(&client_set), Some(3));
+    let mut next = client_set.clone();
+    next["data"]["k"] = json!("w");
+    next["metadata"]["generation"] = json!(4);
+    assert_eq!(
+        generation(&api.put(&format!("{CONFIGMAPS}/d"), next).await.json()),
+        Some(3)
+    );
+}
+
+#[tokio::test]
+async fn job_generation_starts_at_one_and_moves_with_spec_only() {
+    let api = Api::new();
+    let mut body = job("g");
+    body["metadata"]["generation"] = json!(42);
+    let created = api.post(JOBS, body).await.json();
+    assert_eq!(
+        generation(&created),
+        Some(1),
+        "set by the strategy, not the client"
+    );
+    let mut next = created.clone();
+    next["spec"]["parallelism"] = json!(2);
+    let updated = api.put(&format!("{JOBS}/g"), next).await.json();
+    assert_eq!(generation(&updated), Some(2));
+    let relabeled = api
+        .patch(
+            &format!("{JOBS}/g"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"x":"1"},"generation":10}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(generation(&relabeled), Some(2));
+    let status = api
+        .patch(
+            &format!("{JOBS}/g/status"),
+            "application/merge-patch+json",
+            r#"{"status":{"active":1}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(status["status"]["active"], 1);
+    assert_eq!(generation(&status), Some(2));
+    let respec = api
+        .patch(
+            &format!("{JOBS}/g"),
+            "application/merge-patch+json",
+            r#"{"spec":{"parallelism":3}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(generation(&respec), Some(3));
+    // A dry-run create shows what a create would store.
+    let dry = api
+        .send(
+            Method::POST,
+            &format!("{JOBS}?dryRun=All"),
+            &[("content-type", "application/json")],
+            job("dry").to_string().into_bytes(),
+        )
+        .await
+        .json();
+    assert_eq!(generation(&dry), Some(1));
+}
+
+#[tokio::test]
+async fn custom_resources_bump_on_anything_but_metadata_and_status() {
+    let api = Api::new();
+    let created = api
+        .post(
+            WIDGETS,
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                   "spec": {"size": 1}, "data": "a"}),
+        )
+        .await
+        .json();
+    assert_eq!(generation(&created), Some(1));
+    let merge = |body: &'static str| {
+        let api = &api;
+        async move {
+            api.patch(&format!("{WIDGETS}/w"), "application/merge-patch+json", body)
+                .await
+                .json()
+        }
+    };
+    assert_eq!(
+        generation(&merge(r#"{"metadata":{"labels":{"a":"1"},"annotations":{"b":"2"}}}"#).await),
+        Some(1)
+    );
+    assert_eq!(generation(&merge(r#"{"spec":{"size":2}}"#).await), Some(2));
+    assert_eq!(
+        generation(&merge(r#"{"data":"b"}"#).await),
+        Some(3),
+        "not only spec"
+    );
+    assert_eq!(
+        generation(&merge(r#"{"status":{"ready":true}}"#).await),
+        Some(3),
+        "main-resource writes cannot change status"
+    );
+    let status = api
+        .patch(
+            &format!("{WIDGETS}/w/status"),
+            "application/merge-patch+json",
+            r#"{"status":{"ready":true}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(status["status"]["ready"], true);
+    assert_eq!(generation(&status), Some(3));
+}
+
+#[tokio::test]
+async fn crds_track_generation_on_spec_changes() {
+    let api = Api::new();
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true}]}});
+    let uri = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let created = api.post(uri, crd).await.json();
+    assert_eq!(generation(&created), Some(1));
+    let updated = api
+        .patch(
+            &format!("{uri}/gadgets.example.com"),
+            "application/merge-patch+json",
+            r#"{"spec":{"names":{"shortNames":["gd"]}}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(generation(&updated), Some(2));
+}
+
+#[tokio::test]
+async fn pods_get_a_generation_from_1_33() {
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let pods = "/api/v1/namespaces/default/pods";
+    let old = Api::with_version(KubeVersion::new(1, 32).unwrap());
+    assert_eq!(generation(&old.post(pods, pod.clone()).await.json()), None);
+    let new = Api::with_version(KubeVersion::new(1, 33).unwrap());
+    let created = new.post(pods, pod).await.json();
+    assert_eq!(generation(&created), Some(1));
+    let updated = new
+        .patch(
+            &format!("{pods}/p"),
+            "application/merge-patch+json",
+            r#"{"spec":{"activeDeadlineSeconds":30}}"#,
+        )
+        .await
+        .json();
+    assert_eq!(generation(&updated), Some(2));
 }

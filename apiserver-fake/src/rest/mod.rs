@@ -16,9 +16,11 @@
 //! | delete, deletecollection | [`delete`] |
 //!
 //! Objects are stored version-agnostically (per group/resource); the fake does not convert between
-//! versions, it relabels `apiVersion` with the version requested.
+//! versions, it relabels `apiVersion` with the version requested. Per-resource strategy behaviour the
+//! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
 pub mod delete;
+pub mod generation;
 pub mod lifecycle;
 pub mod negotiation;
 pub mod object;
@@ -40,6 +42,7 @@ use http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use mvp_core::RequestInfo;
 
+use crate::catalog::KubeVersion;
 use crate::status::{GroupKind, GroupResource, Status};
 use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 
@@ -180,13 +183,16 @@ impl ResourceCatalog for crate::catalog::ServedApis {
     }
 }
 
-/// Everything the handlers share: the store and what the server serves.
+/// Everything the handlers share: the store, what the server serves and the version of its binary.
 #[derive(Clone)]
 pub struct RestContext {
     /// The cluster's store.
     pub store: Arc<dyn Store>,
     /// The served APIs (a snapshot: CRDs change it).
     pub catalog: Arc<dyn ResourceCatalog>,
+    /// The Kubernetes minor of the binary, whose registry strategies run (`--kubernetes-version`, not
+    /// `--emulated-version`: strategy code such as pod generation is not gated by emulation).
+    pub binary_version: KubeVersion,
     /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK (upstream: about a minute).
     pub bookmark_interval: Duration,
 }
@@ -194,17 +200,24 @@ pub struct RestContext {
 impl std::fmt::Debug for RestContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RestContext")
+            .field("binary_version", &self.binary_version)
             .field("bookmark_interval", &self.bookmark_interval)
             .finish_non_exhaustive()
     }
 }
 
 impl RestContext {
-    /// A context over `store` serving what `catalog` lists, with upstream's one-minute bookmarks.
-    pub fn new(store: Arc<dyn Store>, catalog: Arc<dyn ResourceCatalog>) -> Self {
+    /// A context over `store` serving what `catalog` lists with the strategies of a `binary_version`
+    /// kube-apiserver, with upstream's one-minute bookmarks.
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<dyn ResourceCatalog>,
+        binary_version: KubeVersion,
+    ) -> Self {
         Self {
             store,
             catalog,
+            binary_version,
             bookmark_interval: Duration::from_secs(60),
         }
     }
@@ -293,6 +306,11 @@ impl RestRequest<'_> {
             namespace: self.namespace.clone(),
             name: self.info.name.clone(),
         }
+    }
+
+    /// How the addressed resource maintains `metadata.generation` (`None`: it does not).
+    pub fn generation_bump(&self) -> Option<generation::Bump> {
+        generation::for_resource(&self.resource, self.ctx.binary_version)
     }
 
     /// Present an object for a response.

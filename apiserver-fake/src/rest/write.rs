@@ -3,7 +3,8 @@
 //! As upstream's registries: creates default the object (`PrepareForCreate`), generate names, and are
 //! admitted by `NamespaceLifecycle`; updates are conditional on the `resourceVersion` the client sent
 //! (none → unconditional); a resource with a `status` subresource ignores `status` in main-resource
-//! writes and only takes `status` through the subresource; `dryRun=All` runs everything but the write.
+//! writes and only takes `status` through the subresource; `metadata.generation` follows the resource's
+//! strategy ([`super::generation`]); `dryRun=All` runs everything but the write.
 //! An update or patch that removes the last finalizer of an object being deleted completes the delete.
 
 use axum::body::Body;
@@ -11,6 +12,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
+use super::generation;
 use super::lifecycle::{admit_create, prepare_for_create};
 use super::negotiation::{content_type, decode_body};
 use super::object::{
@@ -67,6 +69,7 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
     }
     prepare_for_create(&req.resource, &mut object, &now());
+    generation::prepare_for_create(req.generation_bump(), &mut object);
     let object = crate::rest::object::present(object, &req.resource.api_version(), &req.resource.kind);
     let storage = req.resource.storage();
     let attempts = if name.is_empty() {
@@ -149,12 +152,14 @@ fn invalid_path_segment(name: &str) -> Option<&'static str> {
     }
 }
 
-/// Carries what clients may not change from the stored object into the one being written, and applies
-/// the status subresource split.
+/// Carries what clients may not change from the stored object into the one being written (including
+/// `metadata.generation`, which moves only as the resource's strategy says), and applies the status
+/// subresource split.
 fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) -> Value {
     let status_subresource = req.info.subresource == "status";
     if status_subresource {
         // Only status changes; everything else stays, except the client's resourceVersion precondition.
+        // A copy of the stored object: generation included, status writes never bump it.
         let mut next = current.clone();
         match incoming.get("status") {
             Some(status) => next["status"] = status.clone(),
@@ -194,6 +199,7 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
         metadata.remove("deletionGracePeriodSeconds");
         metadata.extend(deletion);
     }
+    generation::prepare_for_update(req.generation_bump(), current, &mut incoming);
     incoming
 }
 

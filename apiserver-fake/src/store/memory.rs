@@ -79,7 +79,8 @@ pub(crate) fn now_timestamp() -> String {
 }
 
 /// Sets what kube's `BeforeCreate` and the store set on a new object: name/namespace from the key, a
-/// fresh `uid`, `creationTimestamp`, `generation` 1, and no deletion fields.
+/// fresh `uid`, `creationTimestamp`, and no deletion fields. `generation` is left as the caller wrote
+/// it: only the resource's registry strategy sets it (`rest::generation`).
 pub(crate) fn fill_create_metadata(object: &mut Object, key: &ObjectKey) -> StoreResult<()> {
     let metadata = metadata_mut(object)?;
     metadata.insert("name".to_owned(), Value::String(key.name.clone()));
@@ -93,7 +94,6 @@ pub(crate) fn fill_create_metadata(object: &mut Object, key: &ObjectKey) -> Stor
     }
     metadata.insert("uid".to_owned(), Value::String(uuid::Uuid::new_v4().to_string()));
     metadata.insert("creationTimestamp".to_owned(), Value::String(now_timestamp()));
-    metadata.insert("generation".to_owned(), Value::from(1));
     metadata.remove("deletionTimestamp");
     metadata.remove("deletionGracePeriodSeconds");
     metadata.remove("resourceVersion");
@@ -255,9 +255,8 @@ impl MemoryStore {
                     .to_owned(),
             });
         }
-        // System fields stay as stored; generation moves when the desired state (spec) changed.
-        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64);
-        let spec_changed = current.get("spec") != object.get("spec");
+        // System fields stay as stored. `generation` is data to the store, as to etcd: the REST layer
+        // decides it per resource.
         let metadata = metadata_mut(&mut object)?;
         metadata.insert("name".to_owned(), Value::String(key.name.clone()));
         match &key.namespace {
@@ -269,10 +268,6 @@ impl MemoryStore {
                 Some(value) => metadata.insert(field.to_owned(), value.clone()),
                 None => metadata.remove(field),
             };
-        }
-        if let Some(generation) = generation {
-            let next = if spec_changed { generation + 1 } else { generation };
-            metadata.insert("generation".to_owned(), Value::from(next));
         }
         metadata.insert(
             "resourceVersion".to_owned(),
@@ -587,7 +582,10 @@ mod tests {
         let created = store.create(&jobs(), &key, job("a")).await.unwrap();
         assert_eq!(created["metadata"]["resourceVersion"], "1");
         assert_eq!(created["metadata"]["namespace"], "default");
-        assert_eq!(created["metadata"]["generation"], 1);
+        assert!(
+            created["metadata"].get("generation").is_none(),
+            "the store never invents a generation"
+        );
         assert_eq!(created["metadata"]["uid"].as_str().unwrap().len(), 36);
         let ts = created["metadata"]["creationTimestamp"].as_str().unwrap();
         assert!(ts.ends_with('Z') && ts.len() == 20, "{ts}");
@@ -597,16 +595,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn update_checks_resource_version_and_bumps_generation_on_spec_change() {
+    async fn update_checks_resource_version_and_keeps_system_fields() {
         let store = MemoryStore::new();
         let key = ObjectKey::namespaced("default", "a");
-        let created = store.create(&jobs(), &key, job("a")).await.unwrap();
+        let mut with_generation = job("a");
+        with_generation["metadata"]["generation"] = json!(1);
+        let created = store.create(&jobs(), &key, with_generation).await.unwrap();
+        assert_eq!(created["metadata"]["generation"], 1, "stored as given");
         let mut changed = created.clone();
         changed["spec"]["parallelism"] = json!(2);
         changed["metadata"]["uid"] = json!("forged");
+        changed["metadata"]["generation"] = json!(2);
         let updated = store.update(&jobs(), &key, changed.clone(), None).await.unwrap();
         assert_eq!(updated["metadata"]["resourceVersion"], "2");
-        assert_eq!(updated["metadata"]["generation"], 2);
+        assert_eq!(
+            updated["metadata"]["generation"], 2,
+            "written as given, not bumped"
+        );
         assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
         // Stale resourceVersion in the object → Conflict.
         let err = store
@@ -614,7 +619,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
-        // Explicit expected revision wins; label change keeps generation.
+        // Explicit expected revision wins; a caller starting from the stored object keeps generation.
         let mut relabel = updated.clone();
         relabel["metadata"]["labels"] = json!({"a": "b"});
         let err = store

@@ -8,9 +8,11 @@
 //! * one cluster-wide, monotonic revision (`u64`), written into `metadata.resourceVersion` as a string;
 //! * objects are keyed by [`StorageResource`] (group + resource, version-agnostic, like
 //!   `/registry/<group>/<resource>/<namespace>/<name>`) and [`ObjectKey`];
-//! * on create the store sets `resourceVersion`, `uid` (UUID v4), `creationTimestamp` (RFC 3339, second
-//!   precision) and `generation` 1; on update it keeps those system fields and bumps `generation` when
-//!   `spec` changed;
+//! * on create the store sets `resourceVersion`, `uid` (UUID v4) and `creationTimestamp` (RFC 3339,
+//!   second precision); on update it keeps `uid` and `creationTimestamp` from the stored object;
+//! * `metadata.generation` is plain data to the store, written as the caller gives it and never invented
+//!   or bumped: as in kube-apiserver, only some resources' registry strategies maintain it, which the
+//!   REST layer decides (`rest::generation`);
 //! * watches deliver every change after a revision exactly once and in commit order; a revision older
 //!   than the retained history fails with [`StoreError::Expired`] (HTTP 410).
 //!
@@ -190,7 +192,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// backend can be asynchronous.
 pub trait Store: Send + Sync + 'static {
     /// Creates `object` under `key`, setting `metadata.name`/`namespace` from the key, and
-    /// `resourceVersion`, `uid`, `creationTimestamp` and `generation`. Returns the stored object.
+    /// `resourceVersion`, `uid` and `creationTimestamp`; `generation` is stored as given (absent stays
+    /// absent). Returns the stored object.
     fn create<'a>(
         &'a self,
         resource: &'a StorageResource,
@@ -208,8 +211,9 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the object under `key`. The precondition is `expected_revision` when given, else the
     /// object's own `metadata.resourceVersion` when set and non-empty (as kube's update is conditional
     /// on the resourceVersion the client sent), else none; a failed precondition is
-    /// [`StoreError::Conflict`]. `uid`, `creationTimestamp` and `generation` are kept from the stored
-    /// object; `generation` is bumped when `spec` changed. Returns the stored object.
+    /// [`StoreError::Conflict`]. `uid` and `creationTimestamp` are kept from the stored object;
+    /// `generation` is written as given, so read-modify-write callers keep it by starting from the
+    /// stored object. Returns the stored object.
     fn update<'a>(
         &'a self,
         resource: &'a StorageResource,
