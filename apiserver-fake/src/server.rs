@@ -249,12 +249,15 @@ impl RunningServer {
             let _ = accept.await;
         }
         while self.tasks.join_next().await.is_some() {}
+        // Detached work tied to the server's token (a peer discovery sync still retrying) stops too.
+        self.cancel.cancel();
     }
 }
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
         self.crash.cancel();
+        self.cancel.cancel();
         self.tasks.abort_all();
         if let Some(accept) = &self.accept {
             accept.abort();
