@@ -133,6 +133,7 @@ pub async fn install(
     let endpoints = Arc::new(StorePeerEndpoints::default());
     endpoints.refresh(state.store.as_ref()).await;
     tasks.spawn(endpoints.clone().run(state.store.clone(), cancel.clone()));
+    let _ = state.proxy_endpoints.set(endpoints.clone());
 
     let mode = state.options.peer_resolution_mode;
     let layer = match mode {

@@ -138,6 +138,8 @@ pub struct ServerState {
     pub discovery: DiscoveryContext,
     /// The peer proxy's resolver, once installed; readiness waits for its caches.
     pub proxy_resolver: std::sync::OnceLock<Arc<dyn mvp_core::PeerResolver>>,
+    /// The peer proxy's view of peer addresses, once installed (tests and tools can observe it).
+    pub proxy_endpoints: std::sync::OnceLock<Arc<dyn mvp_core::PeerEndpoints>>,
     /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
     pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
 }
@@ -317,6 +319,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         .map(|h| h as Arc<dyn crate::discovery::PeerAggregatedDiscovery>);
     let state = Arc::new(ServerState {
         proxy_resolver: std::sync::OnceLock::new(),
+        proxy_endpoints: std::sync::OnceLock::new(),
         discovery,
         peer_aggregated,
         metrics,
