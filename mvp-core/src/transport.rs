@@ -105,7 +105,9 @@ impl PeerTransport {
 }
 
 /// A copy of `req` to send again, when Go's transport would consider it replayable: an idempotent
-/// method and an empty body.
+/// method and an empty body. It is made before the first attempt (which consumes `req`), on the hot
+/// path, so it holds only what goes on the wire: extensions (the source server's per-request state,
+/// which the client never reads) are left out.
 fn replayable_copy(req: &Request<PeerRequestBody>) -> Option<Request<PeerRequestBody>> {
     let idempotent = matches!(
         *req.method(),
@@ -119,7 +121,6 @@ fn replayable_copy(req: &Request<PeerRequestBody>) -> Option<Request<PeerRequest
     *copy.uri_mut() = req.uri().clone();
     *copy.version_mut() = req.version();
     *copy.headers_mut() = req.headers().clone();
-    *copy.extensions_mut() = req.extensions().clone();
     Some(copy)
 }
 

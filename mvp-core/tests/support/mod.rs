@@ -144,37 +144,53 @@ where
         .with_single_cert(serving.0, serving.1)
         .unwrap();
     cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    serve_tls(cfg, move |_conn, tls| {
+        let handler = handler.clone();
+        async move {
+            let chain: Chain = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|c| c.to_vec())
+                .unwrap_or_default();
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let fut = handler(PeerRequest {
+                    req,
+                    client_chain: chain.clone(),
+                });
+                async move { Ok::<_, Infallible>(fut.await) }
+            });
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection_with_upgrades(TokioIo::new(tls), svc)
+                .await;
+        }
+    })
+    .await
+}
+
+/// Listens on 127.0.0.1:0 with `config` and runs `serve(n, stream)` for the `n`-th connection (from 0)
+/// once its handshake succeeded.
+async fn serve_tls<F, Fut>(config: ServerConfig, serve: F) -> Peer
+where
+    F: Fn(usize, tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let serve = Arc::new(serve);
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let mut tasks = JoinSet::new();
     tasks.spawn(async move {
         let mut conns = JoinSet::new();
-        loop {
+        for conn in 0.. {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
-            let (acceptor, handler) = (acceptor.clone(), handler.clone());
+            let (acceptor, serve) = (acceptor.clone(), serve.clone());
             conns.spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let chain: Chain = tls
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .map(|c| c.to_vec())
-                    .unwrap_or_default();
-                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let fut = handler(PeerRequest {
-                        req,
-                        client_chain: chain.clone(),
-                    });
-                    async move { Ok::<_, Infallible>(fut.await) }
-                });
-                let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection_with_upgrades(TokioIo::new(tls), svc)
-                    .await;
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    serve(conn, tls).await;
+                }
             });
         }
     });
@@ -197,62 +213,50 @@ pub async fn start_peer_answering_once_per_connection(
         .with_single_cert(chain, key)
         .unwrap();
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = log.clone();
-    let mut tasks = JoinSet::new();
-    tasks.spawn(async move {
-        let mut conns = JoinSet::new();
-        for conn in 0.. {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (acceptor, seen) = (acceptor.clone(), seen.clone());
-            conns.spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let mut stream = BufReader::new(tls);
-                for request in 0.. {
-                    let mut head = String::new();
-                    let mut content_length = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            content_length = v.trim().parse().unwrap_or(0);
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if head.is_empty() {
-                            head = line;
-                        }
-                    }
-                    let mut body = vec![0; content_length];
-                    if stream.read_exact(&mut body).await.is_err() {
+    let peer = serve_tls(cfg, move |conn, tls| {
+        let seen = seen.clone();
+        async move {
+            let mut stream = BufReader::new(tls);
+            for request in 0.. {
+                let mut head = String::new();
+                let mut content_length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
                         return;
                     }
-                    let method = head.split(' ').next().unwrap_or_default().to_owned();
-                    seen.lock().unwrap().push(format!("conn{conn} {method}"));
-                    if request > 0 {
-                        return; // dropped: the socket closes without an answer or close_notify
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        content_length = v.trim().parse().unwrap_or(0);
                     }
-                    let answer = format!("conn{conn}");
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{answer}",
-                        answer.len()
-                    );
-                    if stream.write_all(response.as_bytes()).await.is_err() {
-                        return;
+                    if line == "\r\n" {
+                        break;
+                    }
+                    if head.is_empty() {
+                        head = line;
                     }
                 }
-            });
+                let mut body = vec![0; content_length];
+                if stream.read_exact(&mut body).await.is_err() {
+                    return;
+                }
+                let method = head.split(' ').next().unwrap_or_default().to_owned();
+                seen.lock().unwrap().push(format!("conn{conn} {method}"));
+                if request > 0 {
+                    return; // dropped: the socket closes without an answer or close_notify
+                }
+                let answer = format!("conn{conn}");
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{answer}",
+                    answer.len()
+                );
+                if stream.write_all(response.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
         }
-    });
-    (Peer { addr, _tasks: tasks }, log)
+    })
+    .await;
+    (peer, log)
 }
