@@ -131,6 +131,7 @@ pub struct Cluster {
     pub store: Arc<dyn Store>,
     /// Where the files are.
     pub dir: PathBuf,
+    pki: certs::Pki,
     _tempdir: Option<tempfile::TempDir>,
 }
 
@@ -143,8 +144,28 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// Writes the PKI for `members` into `dir` and starts them on one shared store.
+/// Writes the PKI for `members` into `dir`, starts them on one shared store and waits until they are
+/// usable: every server ready and every proxy knowing its peers. Only then are the kubeconfigs and,
+/// last, `cluster.json` written, each atomically (a complete file or none): a script that waits for
+/// `cluster.json` never sees a cluster that would answer a false 404.
 pub async fn start_cluster(
+    dir: Option<PathBuf>,
+    members: Vec<MemberSpec>,
+    port: u16,
+) -> anyhow::Result<Cluster> {
+    let cluster = launch_cluster(dir, members, port).await?;
+    cluster
+        .wait_until_peers_know_each_other(Duration::from_secs(10))
+        .await?;
+    cluster.write_client_files()?;
+    Ok(cluster)
+}
+
+/// Writes the PKI for `members` into `dir` (with `tokens.csv` and `token`) and starts them on one
+/// shared store, each ready; neither waits for the peers to know each other nor writes kubeconfigs
+/// or `cluster.json` (see [`start_cluster`]). For clusters that are not meant to converge, such as
+/// a wrong peer CA.
+pub async fn launch_cluster(
     dir: Option<PathBuf>,
     members: Vec<MemberSpec>,
     port: u16,
@@ -171,7 +192,7 @@ pub async fn start_cluster(
         ..certs::PkiSpec::default()
     };
     let pki = certs::Pki::generate(&spec).context("failed to generate the cluster PKI")?;
-    let paths = pki.write_to(&dir).context("failed to write the cluster PKI")?;
+    pki.write_to(&dir).context("failed to write the cluster PKI")?;
     let token_csv = dir.join(TOKEN_FILE);
     std::fs::write(
         &token_csv,
@@ -187,8 +208,6 @@ pub async fn start_cluster(
         let server = crate::server::start(options, store.clone())
             .await
             .with_context(|| format!("failed to start server {}", member.name))?;
-        pki.write_kubeconfig(&paths.kubeconfig(&member.name), &server.url(), &member.name)
-            .with_context(|| format!("failed to write the kubeconfig of {}", member.name))?;
         servers.push((member, server));
     }
     for (member, server) in &servers {
@@ -196,14 +215,28 @@ pub async fn start_cluster(
             anyhow::bail!("server {} did not become ready", member.name);
         }
     }
-    let cluster = Cluster {
+    Ok(Cluster {
         servers,
         store,
         dir,
+        pki,
         _tempdir: tempdir,
-    };
-    cluster.write_manifest()?;
-    Ok(cluster)
+    })
+}
+
+/// Writes `contents` to `path` through a temporary file in the same directory renamed over it, so
+/// readers see the old file, no file, or the whole new one, never a part.
+fn write_atomically(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("failed to create a temporary file in {}", dir.display()))?;
+    file.write_all(contents)
+        .and_then(|()| file.as_file().sync_all())
+        .with_context(|| format!("failed to write {}", path.display()))?;
+    file.persist(path)
+        .with_context(|| format!("failed to write {}", path.display()))?;
+    Ok(())
 }
 
 fn member_flags(member: &MemberSpec, dir: &Path, port: u16) -> Vec<String> {
@@ -317,10 +350,17 @@ impl Cluster {
         json!({ "servers": servers })
     }
 
-    fn write_manifest(&self) -> anyhow::Result<()> {
-        let path = self.dir.join("cluster.json");
+    /// Writes each server's kubeconfig and then `cluster.json`, each atomically, so that a script
+    /// waiting for `cluster.json` finds every file complete.
+    pub fn write_client_files(&self) -> anyhow::Result<()> {
+        let paths = certs::PkiPaths::new(&self.dir);
+        for (member, server) in &self.servers {
+            let kubeconfig = self.pki.kubeconfig(&server.url(), &member.name);
+            write_atomically(&paths.kubeconfig(&member.name), kubeconfig.as_bytes())
+                .with_context(|| format!("failed to write the kubeconfig of {}", member.name))?;
+        }
         let text = serde_json::to_string_pretty(&self.manifest()).context("failed to render cluster.json")?;
-        std::fs::write(&path, text + "\n").with_context(|| format!("failed to write {}", path.display()))
+        write_atomically(&self.dir.join("cluster.json"), (text + "\n").as_bytes())
     }
 
     /// The table the demo prints.
@@ -374,14 +414,11 @@ impl Cluster {
 pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
-    let cluster = start_cluster(args.dir, args.preset.members(), args.port).await?;
-    tokio::select! {
-        converged = cluster.wait_until_peers_know_each_other(Duration::from_secs(10)) => converged?,
-        () = &mut signal => {
-            cluster.shutdown().await;
-            return Ok(());
-        }
-    }
+    // A signal during start-up drops the half-started cluster, which stops its servers.
+    let cluster = tokio::select! {
+        cluster = start_cluster(args.dir, args.preset.members(), args.port) => cluster?,
+        () = &mut signal => return Ok(()),
+    };
     println!("{}", cluster.table());
     println!(
         "files: {} (cluster.json, *.kubeconfig, token, PKI)",

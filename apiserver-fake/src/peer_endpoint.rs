@@ -90,12 +90,13 @@ impl PeerEndpointReconciler {
         format!("{PREFIX}{}", self.state.server_id)
     }
 
-    /// Refreshes the record until `cancel`; writes only once the server is ready, as upstream waits for
-    /// `/readyz`, and then at once: peers cannot reach this server before the record exists.
+    /// Refreshes the record until `cancel`; writes it first once the server has started (identity lease
+    /// and proxy caches), as upstream waits for `/readyz`, and at once: peers cannot reach this server
+    /// before the record exists, so `/readyz` also waits for that first write.
     pub async fn run(self, cancel: CancellationToken) {
         let address = self.state.options.peer_address(self.state.local_addr.port());
         let record = endpoint_record(&self.state.server_id, address);
-        // Readiness is a cheap flag: a short poll keeps the gap between ready and reachable small.
+        // Start-up is a cheap flag: a short poll keeps the gap between started and reachable small.
         let mut wait = Duration::ZERO;
         loop {
             tokio::select! {
@@ -103,7 +104,7 @@ impl PeerEndpointReconciler {
                 () = tokio::time::sleep(wait) => {}
             }
             wait = RETRY_POLL;
-            if !self.state.is_ready() {
+            if !self.state.is_started() {
                 continue;
             }
             match self
@@ -112,7 +113,12 @@ impl PeerEndpointReconciler {
                 .put_internal(&self.key(), record.clone(), self.ttl)
                 .await
             {
-                Ok(()) => wait = self.refresh,
+                Ok(()) => {
+                    self.state
+                        .peer_endpoint_published
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    wait = self.refresh;
+                }
                 Err(err) => tracing::warn!(error = %err, "failed to write the peer endpoint record"),
             }
         }

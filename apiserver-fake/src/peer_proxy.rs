@@ -11,16 +11,19 @@
 //! Like upstream, the filter is installed only when the gate is on and `--peer-ca-file` is set.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mvp_core::peer_discovery::is_valid_peer_identity_lease;
+use mvp_core::resolve::is_valid_host_port;
 use mvp_core::{
     DiscoveryResolver, GroupVersionResource, LocalDiscoveryCache, MetricsGeneration, MvpLayer, MvpMetrics,
-    PeerDiscoveryCache, PeerDiscoverySync, PeerEndpoints, PeerResolutionMode, PeerTlsConfig, PeerTransport,
-    StorageVersionIndex, StorageVersionResolver,
+    PeerDiscoveryCache, PeerDiscoverySync, PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig,
+    PeerTransport, StorageVersionIndex, StorageVersionResolver,
 };
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -47,9 +50,18 @@ pub enum PeerProxyError {
 const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
 
 /// Peer addresses from the store's internal keyspace, cached and refreshed in the background.
-#[derive(Debug, Default)]
+/// Subscribers learn when the set of addresses changes (a peer became reachable or went away).
+#[derive(Debug)]
 pub struct StorePeerEndpoints {
-    addresses: RwLock<Arc<HashMap<String, String>>>,
+    addresses: watch::Sender<Arc<HashMap<String, String>>>,
+}
+
+impl Default for StorePeerEndpoints {
+    fn default() -> Self {
+        Self {
+            addresses: watch::Sender::new(Arc::default()),
+        }
+    }
 }
 
 impl StorePeerEndpoints {
@@ -64,7 +76,13 @@ impl StorePeerEndpoints {
                 Some((id.to_owned(), peer_endpoint::record_address(record)?))
             })
             .collect();
-        *self.addresses.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(addresses);
+        self.addresses.send_if_modified(|current| {
+            let changed = **current != addresses;
+            if changed {
+                *current = Arc::new(addresses);
+            }
+            changed
+        });
     }
 
     async fn run(self: Arc<Self>, store: Arc<dyn Store>, cancel: CancellationToken) {
@@ -76,15 +94,67 @@ impl StorePeerEndpoints {
             }
         }
     }
+
+    /// Notified whenever the known addresses change.
+    fn subscribe(&self) -> watch::Receiver<Arc<HashMap<String, String>>> {
+        self.addresses.subscribe()
+    }
+
+    /// Whether `server_id` has an address a request could be sent to.
+    fn is_reachable(&self, server_id: &str) -> bool {
+        self.endpoint(server_id).is_some_and(|hp| is_valid_host_port(&hp))
+    }
 }
 
 impl PeerEndpoints for StorePeerEndpoints {
     fn endpoint(&self, server_id: &str) -> Option<String> {
-        self.addresses
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(server_id)
-            .cloned()
+        self.addresses.borrow().get(server_id).cloned()
+    }
+}
+
+/// The peer IDs of the valid identity leases other than this server's, as the lease informer last
+/// saw them; `None` until it has listed them once.
+type PeerIds = Option<Arc<Vec<String>>>;
+
+/// The `unknown-version-proxy-filter` readiness check: upstream's post-start hook waits for the
+/// proxy's caches to sync once, which can pass before a peer that is starting at the same time is
+/// known, so the server answers a false 404 for that peer's resources while `/readyz` says ok.
+/// This check also waits, in Discovery mode, until every peer that has an identity lease and a
+/// published address has been asked for its discovery (an answer or a transport error: a broken
+/// peer must not keep every other server unready). Like a post-start hook, once passed it stays
+/// passed, so a peer joining later never takes a serving server out of a load balancer.
+pub struct ProxyReadiness {
+    resolver: Arc<dyn PeerResolver>,
+    discovery: Option<(Arc<PeerDiscoveryCache>, watch::Receiver<PeerIds>)>,
+    endpoints: Arc<StorePeerEndpoints>,
+    passed: AtomicBool,
+}
+
+impl std::fmt::Debug for ProxyReadiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyReadiness")
+            .field("passed", &self.passed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProxyReadiness {
+    /// Whether the check passes (and from then on always will).
+    pub fn is_ready(&self) -> bool {
+        if self.passed.load(Ordering::Acquire) {
+            return true;
+        }
+        let ready = self.resolver.has_synced()
+            && self.discovery.as_ref().is_none_or(|(cache, peer_ids)| {
+                peer_ids.borrow().as_ref().is_some_and(|ids| {
+                    ids.iter()
+                        .all(|id| cache.has_reached(id) || !self.endpoints.is_reachable(id))
+                })
+            });
+        if ready {
+            self.passed.store(true, Ordering::Release);
+        }
+        ready
     }
 }
 
@@ -144,7 +214,15 @@ pub async fn install(
                 resolver.clone(),
                 cancel.clone(),
             ));
-            state.set_proxy_resolver(resolver.clone());
+            state.set_proxy(
+                resolver.clone(),
+                ProxyReadiness {
+                    resolver: resolver.clone(),
+                    discovery: None,
+                    endpoints: endpoints.clone(),
+                    passed: AtomicBool::new(false),
+                },
+            );
             MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
         }
         PeerResolutionMode::Discovery => {
@@ -166,9 +244,32 @@ pub async fn install(
                 transport.clone(),
                 Some(metrics.clone()),
             );
-            tasks.spawn(run_identity_lease_informer(state.clone(), sync, cancel.clone()));
-            let resolver = Arc::new(DiscoveryResolver::new(state.server_id.clone(), local, peers));
-            state.set_proxy_resolver(resolver.clone());
+            let (peer_ids_tx, peer_ids) = watch::channel(None);
+            tasks.spawn(run_identity_lease_informer(
+                state.clone(),
+                peer_ids_tx,
+                cancel.clone(),
+            ));
+            tasks.spawn(run_peer_discovery_sync(
+                sync,
+                peer_ids.clone(),
+                endpoints.clone(),
+                cancel.clone(),
+            ));
+            let resolver = Arc::new(DiscoveryResolver::new(
+                state.server_id.clone(),
+                local,
+                peers.clone(),
+            ));
+            state.set_proxy(
+                resolver.clone(),
+                ProxyReadiness {
+                    resolver: resolver.clone(),
+                    discovery: Some((peers, peer_ids)),
+                    endpoints: endpoints.clone(),
+                    passed: AtomicBool::new(false),
+                },
+            );
             MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
         }
     };
@@ -209,18 +310,16 @@ async fn run_local_discovery(
     }
 }
 
-/// Discovery mode, peer side: re-fetch every peer's discovery when an identity lease is added, deleted
-/// or changes holder (a restart), but not on renewals (spec §2.3).
+/// Discovery mode, peer side: the lease informer publishes the valid peer IDs when an identity lease
+/// is added, deleted or changes holder (a restart), but not on renewals (spec §2.3).
 async fn run_identity_lease_informer(
     state: Arc<ServerState>,
-    sync: PeerDiscoverySync,
+    peer_ids: watch::Sender<PeerIds>,
     cancel: CancellationToken,
 ) {
     let resource = StorageResource::new("coordination.k8s.io", "leases");
     let own_id = state.server_id.clone();
     let mut holders: Option<HashMap<String, String>> = None;
-    let mut running: Option<tokio::task::JoinHandle<()>> = None;
-    let sync_cancel = cancel.clone();
     run_informer(
         state.store.clone(),
         resource,
@@ -249,7 +348,7 @@ async fn run_identity_lease_informer(
                 return;
             }
             holders = Some(current);
-            let peer_ids: Vec<String> = leases
+            let ids: Vec<String> = leases
                 .iter()
                 .filter(|l| is_valid_peer_identity_lease(l, &own_id))
                 .filter_map(|l| {
@@ -258,19 +357,77 @@ async fn run_identity_lease_informer(
                         .map(str::to_owned)
                 })
                 .collect();
-            // Like a work queue keyed by lease name, a newer change supersedes a sync still retrying.
-            if let Some(previous) = running.take() {
-                previous.abort();
-            }
-            let (sync, cancel) = (sync.clone(), sync_cancel.clone());
-            // Tied to the server's lifetime: a sync still retrying must not outlive a shutdown or kill.
-            running = Some(tokio::spawn(async move {
-                tokio::select! {
-                    () = cancel.cancelled() => {}
-                    _ = sync.sync_with_retries(|| Ok(peer_ids.clone())) => {}
-                }
-            }));
+            peer_ids.send_replace(Some(Arc::new(ids)));
         },
     )
     .await;
+}
+
+/// Discovery mode: the work queue of upstream's `peer-discovery-cache-sync`, with one key. A full
+/// sync runs when the peer IDs change (a newer change supersedes a sync still retrying), and also
+/// when a peer that the last sync could not address publishes its address: a starting peer's
+/// identity lease exists before its endpoint record, and waiting for the retry backoff to find the
+/// record would leave a window of false 404s for that peer's resources.
+async fn run_peer_discovery_sync(
+    sync: PeerDiscoverySync,
+    mut peer_ids: watch::Receiver<PeerIds>,
+    endpoints: Arc<StorePeerEndpoints>,
+    cancel: CancellationToken,
+) {
+    let mut addresses = endpoints.subscribe();
+    let cache = sync.cache().clone();
+    let unreached_with_address = |ids: &[String]| {
+        ids.iter()
+            .any(|id| !cache.has_reached(id) && endpoints.is_reachable(id))
+    };
+    // The first list the informer publishes is work too, whether it came before this task started
+    // or comes after.
+    let mut pending = true;
+    loop {
+        let ids = peer_ids.borrow_and_update().clone();
+        if let Some(ids) = ids.filter(|_| pending) {
+            pending = false;
+            let run = sync.sync_with_retries(|| Ok(ids.to_vec()));
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    _ = &mut run => break,
+                    changed = peer_ids.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        pending = true;
+                        break;
+                    }
+                    changed = addresses.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        if unreached_with_address(&ids) {
+                            pending = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = peer_ids.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                pending = true;
+            }
+            changed = addresses.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let ids = peer_ids.borrow().clone();
+                pending = ids.is_some_and(|ids| unreached_with_address(&ids));
+            }
+        }
+    }
 }

@@ -169,16 +169,11 @@ async fn healthz() -> Response {
     text(StatusCode::OK, "ok")
 }
 
-/// `/readyz`: not ready until this server's identity is published (as the identity lease post-start hook
-/// gates kube-apiserver's readiness).
+/// `/readyz`: not ready until this server's identity is published, its proxy knows the peers it can
+/// reach and its own peer endpoint record exists (post-start hooks gate kube-apiserver's readiness).
 async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
-    if state.is_ready() {
+    let Some(hook) = state.failed_readiness_check() else {
         return text(StatusCode::OK, "ok");
-    }
-    let hook = if state.ready.load(std::sync::atomic::Ordering::Acquire) {
-        "unknown-version-proxy-filter"
-    } else {
-        "start-kube-apiserver-identity-lease-controller"
     };
     let mut response = (
         StatusCode::INTERNAL_SERVER_ERROR,

@@ -128,6 +128,9 @@ pub struct ServerState {
     pub served: watch::Receiver<Arc<ServedApis>>,
     /// Set once the identity lease is published (`/readyz`).
     pub ready: AtomicBool,
+    /// Set once this server's peer endpoint record is first written (gate on): until then no peer
+    /// can reach it, so `/readyz` waits for it too.
+    pub peer_endpoint_published: AtomicBool,
     /// Prometheus metrics of this server.
     pub metrics: ServerMetrics,
     /// Which users this server believed it served.
@@ -136,8 +139,10 @@ pub struct ServerState {
     pub local_addr: SocketAddr,
     /// What discovery documents need to know about this server.
     pub discovery: DiscoveryContext,
-    /// The peer proxy's resolver, once installed; readiness waits for its caches.
+    /// The peer proxy's resolver, once installed.
     pub proxy_resolver: std::sync::OnceLock<Arc<dyn mvp_core::PeerResolver>>,
+    /// The peer proxy's readiness check, once installed; `/readyz` waits for it.
+    pub proxy_readiness: std::sync::OnceLock<crate::peer_proxy::ProxyReadiness>,
     /// The peer proxy's view of peer addresses, once installed (tests and tools can observe it).
     pub proxy_endpoints: std::sync::OnceLock<Arc<dyn mvp_core::PeerEndpoints>>,
     /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
@@ -153,19 +158,49 @@ impl std::fmt::Debug for ServerState {
 }
 
 impl ServerState {
-    /// Whether `/readyz` reports ready.
+    /// Whether `/readyz` reports ready: [`Self::failed_readiness_check`] finds nothing.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-            && self
-                .proxy_resolver
-                .get()
-                .is_none_or(|resolver| resolver.has_synced())
+        self.failed_readiness_check().is_none()
     }
 
-    /// Makes `/readyz` also wait for the peer proxy's caches, as upstream's
-    /// `unknown-version-proxy-filter` post-start hook does (spec §1.3 step 4).
-    pub fn set_proxy_resolver(&self, resolver: Arc<dyn mvp_core::PeerResolver>) {
+    /// The first post-start hook `/readyz` reports as not finished, in the order they run: the
+    /// identity lease, the proxy's caches, then (gate on) the peer endpoint record, which is written
+    /// once the first two pass, as upstream writes it once the server is ready. Waiting for the
+    /// record too means a server that says ready can be reached by its peers: a peer that becomes
+    /// ready after it always knows it.
+    pub fn failed_readiness_check(&self) -> Option<&'static str> {
+        if !self.ready.load(Ordering::Acquire) {
+            Some("start-kube-apiserver-identity-lease-controller")
+        } else if !self.proxy_caches_ready() {
+            Some("unknown-version-proxy-filter")
+        } else if self.options.mvp_gate_enabled() && !self.peer_endpoint_published.load(Ordering::Acquire) {
+            Some("peer-endpoint-reconciler-controller")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the identity lease is published and the proxy (if any) passed its readiness check:
+    /// what the peer endpoint reconciler waits for.
+    pub fn is_started(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && self.proxy_caches_ready()
+    }
+
+    fn proxy_caches_ready(&self) -> bool {
+        self.proxy_readiness
+            .get()
+            .is_none_or(crate::peer_proxy::ProxyReadiness::is_ready)
+    }
+
+    /// Records the installed peer proxy's resolver and makes `/readyz` wait for its readiness
+    /// check, as upstream's `unknown-version-proxy-filter` post-start hook does (spec §1.3 step 4).
+    pub fn set_proxy(
+        &self,
+        resolver: Arc<dyn mvp_core::PeerResolver>,
+        readiness: crate::peer_proxy::ProxyReadiness,
+    ) {
         let _ = self.proxy_resolver.set(resolver);
+        let _ = self.proxy_readiness.set(readiness);
     }
 }
 
@@ -319,6 +354,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         .map(|h| h as Arc<dyn crate::discovery::PeerAggregatedDiscovery>);
     let state = Arc::new(ServerState {
         proxy_resolver: std::sync::OnceLock::new(),
+        proxy_readiness: std::sync::OnceLock::new(),
         proxy_endpoints: std::sync::OnceLock::new(),
         discovery,
         peer_aggregated,
@@ -329,6 +365,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         store,
         served,
         ready: AtomicBool::new(false),
+        peer_endpoint_published: AtomicBool::new(false),
         requests: RequestLog::default(),
         local_addr,
     });

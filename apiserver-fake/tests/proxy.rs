@@ -220,7 +220,7 @@ async fn a_wrong_peer_ca_gives_503() {
         dir.path().join("front-proxy-ca.crt").display()
     );
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cluster = apiserver_fake::cluster::start_cluster(
+    let cluster = apiserver_fake::cluster::launch_cluster(
         Some(dir.path().to_owned()),
         seed_members(&[&wrong_ca], &[]),
         0,
@@ -245,7 +245,14 @@ async fn a_wrong_peer_ca_gives_503() {
 
 #[tokio::test]
 async fn a_proxy_certificate_with_a_disallowed_cn_is_rejected_by_the_peer() {
-    let cluster = cluster(seed_members(&[], &["--requestheader-allowed-names=someone-else"])).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = apiserver_fake::cluster::launch_cluster(
+        None,
+        seed_members(&[], &["--requestheader-allowed-names=someone-else"]),
+        0,
+    )
+    .await
+    .unwrap();
     let a = TestClient::admin(&cluster, 0);
     // b rejects a's front-proxy identity, so a cannot even fetch b's discovery as system:apiserver:
     // b answers 401 and a learns nothing about batch/v1.

@@ -5,7 +5,7 @@
 //! peers that listed something. The sync returns the last per-peer error; the caller retries
 //! up to [`MAX_RETRIES`] times with the controller's exponential backoff.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,20 +96,28 @@ impl PeerDiscoverySync {
 
     /// One full rebuild from the given valid peer IDs (see
     /// [`crate::peer_discovery::is_valid_peer_identity_lease`]). The cache is replaced even
-    /// when some peers failed; the last error is returned.
+    /// when some peers failed; the last error is returned. Which peers had an address is
+    /// recorded too ([`PeerDiscoveryCache::has_reached`]).
     pub async fn sync(&self, peer_ids: &[String]) -> Result<(), PeerDiscoveryError> {
         let mut last_err = None;
         let mut entries = HashMap::new();
+        let mut reached = HashSet::new();
         for id in peer_ids {
             let (entry, err) = self.fetch(id).await;
             if let Some(err) = err {
                 tracing::info!(server_id = %id, error = %err, "error fetching peer discovery");
+                if !matches!(err, PeerDiscoveryError::HostPort { .. }) {
+                    reached.insert(id.clone());
+                }
                 last_err = Some(err);
+            } else {
+                reached.insert(id.clone());
             }
             if !entry.is_empty() {
                 entries.insert(id.clone(), entry);
             }
         }
+        self.cache.set_reached(reached);
         self.cache.replace(entries);
         last_err.map_or(Ok(()), Err)
     }
