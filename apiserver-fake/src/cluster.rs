@@ -402,6 +402,34 @@ impl Cluster {
         Ok(server)
     }
 
+    /// The cluster's PKI (clients build their TLS configuration from it).
+    pub fn pki(&self) -> &certs::Pki {
+        &self.pki
+    }
+
+    /// Stops the `index`th server, gracefully or by a crash (see [`RunningServer::kill`]), and takes
+    /// it out of the cluster; returns the port it listened on, for [`Cluster::put_member`].
+    pub async fn stop_member(&mut self, index: usize, crash: bool) -> anyhow::Result<u16> {
+        anyhow::ensure!(index < self.servers.len(), "no server #{index}");
+        let (_, old) = self.servers.remove(index);
+        let port = old.local_addr().port();
+        if crash {
+            old.kill().await;
+        } else {
+            old.shutdown().await;
+        }
+        Ok(port)
+    }
+
+    /// Starts `member` as the `index`th server on `port` (as an upgrade brings a kube-apiserver back,
+    /// possibly at another version) and waits until it is ready.
+    pub async fn put_member(&mut self, index: usize, member: MemberSpec, port: u16) -> anyhow::Result<()> {
+        anyhow::ensure!(index <= self.servers.len(), "no server #{index}");
+        let server = self.start_member(&member, port).await?;
+        self.servers.insert(index, (member, server));
+        Ok(())
+    }
+
     /// Stops every server gracefully.
     pub async fn shutdown(self) {
         for (_, server) in self.servers {

@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod peer_aggregated;
 pub mod peer_endpoint;
 pub mod peer_proxy;
+pub mod peer_receipts;
 pub mod protobuf;
 pub mod rest;
 pub mod routes;
@@ -46,6 +47,7 @@ pub mod status;
 pub mod storage_version;
 pub mod storage_version_gc;
 pub mod store;
+pub mod upgrade;
 pub mod version_info;
 pub mod whoami;
 

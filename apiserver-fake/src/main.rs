@@ -7,6 +7,7 @@ use anyhow::Context;
 use apiserver_fake::cluster::{ClusterArgs, run_cluster};
 use apiserver_fake::config::ServerFlags;
 use apiserver_fake::store::MemoryStore;
+use apiserver_fake::upgrade::{UpgradeArgs, run_upgrade};
 use clap::{Parser, Subcommand};
 
 /// A fake multi-version kube-apiserver for testing the Mixed Version Proxy.
@@ -23,17 +24,26 @@ struct Cli {
 enum Command {
     /// Start a demo cluster of fakes on loopback addresses, sharing one in-memory store.
     Cluster(ClusterArgs),
+    /// Roll a cluster of fakes from one Kubernetes minor to the next under client load and report what
+    /// clients saw, with the Mixed Version Proxy and without.
+    Upgrade(UpgradeArgs),
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The simulator's servers fail requests on purpose (that is what it counts); their logs would bury
+    // its progress line. `RUST_LOG` still turns them on.
+    let default_filter = match cli.command {
+        Some(Command::Upgrade(_)) => "off",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -44,6 +54,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Some(Command::Cluster(args)) => run_cluster(args).await,
+            Some(Command::Upgrade(args)) => run_upgrade(args).await,
             None => run_server(cli.server).await,
         }
     });

@@ -30,9 +30,9 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::ServedApis;
 use crate::identity::{IDENTITY_LEASE_COMPONENT, IDENTITY_LEASE_LABEL, IDENTITY_LEASE_NAMESPACE};
 use crate::informer::run_informer;
-use crate::peer_endpoint;
 use crate::server::ServerState;
 use crate::store::{StorageResource, Store};
+use crate::{peer_endpoint, peer_receipts};
 
 /// Why the peer proxy could not be built (kube-apiserver fails startup in these cases).
 #[derive(Debug, thiserror::Error)]
@@ -47,19 +47,22 @@ pub enum PeerProxyError {
 
 /// How often the cached peer addresses are re-read from the internal keyspace. Upstream reads etcd on
 /// every proxied request; a short-lived snapshot keeps the hot path free of I/O.
-const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
+pub const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
 
 /// Peer addresses from the store's internal keyspace, cached and refreshed in the background.
 /// Subscribers learn when the set of addresses changes (a peer became reachable or went away).
 #[derive(Debug)]
 pub struct StorePeerEndpoints {
     addresses: watch::Sender<Arc<HashMap<String, String>>>,
+    /// Each peer's discovery receipt (see [`crate::peer_receipts`]).
+    receipts: std::sync::RwLock<Arc<HashMap<String, peer_receipts::Receipt>>>,
 }
 
 impl Default for StorePeerEndpoints {
     fn default() -> Self {
         Self {
             addresses: watch::Sender::new(Arc::default()),
+            receipts: std::sync::RwLock::default(),
         }
     }
 }
@@ -83,6 +86,32 @@ impl StorePeerEndpoints {
             }
             changed
         });
+        if let Ok(records) = store.list_internal(peer_receipts::PREFIX).await {
+            let receipts = records
+                .iter()
+                .filter_map(|(key, record)| {
+                    let id = key.strip_prefix(peer_receipts::PREFIX)?;
+                    Some((id.to_owned(), peer_receipts::from_record(record)?))
+                })
+                .collect();
+            *self
+                .receipts
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(receipts);
+        }
+    }
+
+    /// Whether every reachable peer that publishes discovery receipts has asked this server's run
+    /// (`own_id` holding its lease as `holder`) for its discovery.
+    fn peers_know(&self, own_id: &str, holder: &str) -> bool {
+        let receipts = self
+            .receipts
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        receipts.iter().all(|(peer, receipt)| {
+            peer == own_id || !self.is_reachable(peer) || receipt.get(own_id).is_some_and(|h| h == holder)
+        })
     }
 
     async fn run(self: Arc<Self>, store: Arc<dyn Store>, cancel: CancellationToken) {
@@ -112,9 +141,10 @@ impl PeerEndpoints for StorePeerEndpoints {
     }
 }
 
-/// The peer IDs of the valid identity leases other than this server's, as the lease informer last
-/// saw them; `None` until it has listed them once.
-type PeerIds = Option<Arc<Vec<String>>>;
+/// The peer IDs of the valid identity leases other than this server's, each with its lease's
+/// `holderIdentity` (which run of the peer it is), as the lease informer last saw them; `None` until
+/// it has listed them once.
+type PeerIds = Option<Arc<Vec<(String, String)>>>;
 
 /// The `unknown-version-proxy-filter` readiness check: upstream's post-start hook waits for the
 /// proxy's caches to sync once, which can pass before a peer that is starting at the same time is
@@ -128,6 +158,29 @@ pub struct ProxyReadiness {
     discovery: Option<(Arc<PeerDiscoveryCache>, watch::Receiver<PeerIds>)>,
     endpoints: Arc<StorePeerEndpoints>,
     passed: AtomicBool,
+}
+
+/// The check that this server's peers know it: every reachable peer that publishes discovery
+/// receipts has asked this run of the server for its discovery ([`crate::peer_receipts`]). Waits at
+/// most until a stalled peer's endpoint record lapses. Once passed it stays passed.
+#[derive(Debug)]
+pub struct PeersKnowServer {
+    endpoints: Arc<StorePeerEndpoints>,
+    passed: AtomicBool,
+}
+
+impl PeersKnowServer {
+    /// Whether the check passes for `own_id` whose identity lease `holder` holds.
+    pub fn is_ready(&self, own_id: &str, holder: &str) -> bool {
+        if self.passed.load(Ordering::Acquire) {
+            return true;
+        }
+        let ready = self.endpoints.peers_know(own_id, holder);
+        if ready {
+            self.passed.store(true, Ordering::Release);
+        }
+        ready
+    }
 }
 
 impl std::fmt::Debug for ProxyReadiness {
@@ -148,7 +201,7 @@ impl ProxyReadiness {
             && self.discovery.as_ref().is_none_or(|(cache, peer_ids)| {
                 peer_ids.borrow().as_ref().is_some_and(|ids| {
                     ids.iter()
-                        .all(|id| cache.has_reached(id) || !self.endpoints.is_reachable(id))
+                        .all(|(id, _)| cache.has_reached(id) || !self.endpoints.is_reachable(id))
                 })
             });
         if ready {
@@ -204,6 +257,10 @@ pub async fn install(
     endpoints.refresh(state.store.as_ref()).await;
     tasks.spawn(endpoints.clone().run(state.store.clone(), cancel.clone()));
     let _ = state.proxy_endpoints.set(endpoints.clone());
+    let _ = state.peers_know_server.set(PeersKnowServer {
+        endpoints: endpoints.clone(),
+        passed: AtomicBool::new(false),
+    });
 
     let mode = state.options.peer_resolution_mode;
     let layer = match mode {
@@ -250,10 +307,20 @@ pub async fn install(
                 peer_ids_tx,
                 cancel.clone(),
             ));
+            let (receipts_tx, receipts) = watch::channel(None);
             tasks.spawn(run_peer_discovery_sync(
                 sync,
                 peer_ids.clone(),
                 endpoints.clone(),
+                receipts_tx,
+                cancel.clone(),
+            ));
+            tasks.spawn(peer_receipts::run_publisher(
+                state.store.clone(),
+                state.server_id.clone(),
+                receipts,
+                state.options.peer_endpoint_ttl,
+                state.options.peer_endpoint_refresh,
                 cancel.clone(),
             ));
             let resolver = Arc::new(DiscoveryResolver::new(
@@ -348,13 +415,13 @@ async fn run_identity_lease_informer(
                 return;
             }
             holders = Some(current);
-            let ids: Vec<String> = leases
+            let ids: Vec<(String, String)> = leases
                 .iter()
                 .filter(|l| is_valid_peer_identity_lease(l, &own_id))
                 .filter_map(|l| {
-                    l.pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
+                    let name = l.pointer("/metadata/name")?.as_str()?;
+                    let holder = l.pointer("/spec/holderIdentity")?.as_str()?;
+                    Some((name.to_owned(), holder.to_owned()))
                 })
                 .collect();
             peer_ids.send_replace(Some(Arc::new(ids)));
@@ -367,18 +434,27 @@ async fn run_identity_lease_informer(
 /// sync runs when the peer IDs change (a newer change supersedes a sync still retrying), and also
 /// when a peer that the last sync could not address publishes its address: a starting peer's
 /// identity lease exists before its endpoint record, and waiting for the retry backoff to find the
-/// record would leave a window of false 404s for that peer's resources.
+/// record would leave a window of false 404s for that peer's resources. After each attempt the
+/// peers it reached, with the lease holders it was given, go to `receipts`.
 async fn run_peer_discovery_sync(
     sync: PeerDiscoverySync,
     mut peer_ids: watch::Receiver<PeerIds>,
     endpoints: Arc<StorePeerEndpoints>,
+    receipts: watch::Sender<Option<peer_receipts::Receipt>>,
     cancel: CancellationToken,
 ) {
     let mut addresses = endpoints.subscribe();
     let cache = sync.cache().clone();
-    let unreached_with_address = |ids: &[String]| {
+    let unreached_with_address = |ids: &[(String, String)]| {
         ids.iter()
-            .any(|id| !cache.has_reached(id) && endpoints.is_reachable(id))
+            .any(|(id, _)| !cache.has_reached(id) && endpoints.is_reachable(id))
+    };
+    // What the cache's reached set means for `ids`, once an attempt with exactly `ids` has ended.
+    let receipt = |ids: &[(String, String)]| -> peer_receipts::Receipt {
+        ids.iter()
+            .filter(|(id, _)| cache.has_reached(id))
+            .cloned()
+            .collect()
     };
     // The first list the informer publishes is work too, whether it came before this task started
     // or comes after.
@@ -387,12 +463,23 @@ async fn run_peer_discovery_sync(
         let ids = peer_ids.borrow_and_update().clone();
         if let Some(ids) = ids.filter(|_| pending) {
             pending = false;
-            let run = sync.sync_with_retries(|| Ok(ids.to_vec()));
+            // Called before each attempt: from the second on, the previous attempt used these `ids`.
+            let attempts = std::sync::atomic::AtomicU32::new(0);
+            let list = || {
+                if attempts.fetch_add(1, Ordering::AcqRel) > 0 {
+                    receipts.send_replace(Some(receipt(&ids)));
+                }
+                Ok(ids.iter().map(|(id, _)| id.clone()).collect())
+            };
+            let run = sync.sync_with_retries(list);
             tokio::pin!(run);
             loop {
                 tokio::select! {
                     () = cancel.cancelled() => return,
-                    _ = &mut run => break,
+                    _ = &mut run => {
+                        receipts.send_replace(Some(receipt(&ids)));
+                        break;
+                    }
                     changed = peer_ids.changed() => {
                         if changed.is_err() {
                             return;

@@ -143,6 +143,8 @@ pub struct ServerState {
     pub proxy_resolver: std::sync::OnceLock<Arc<dyn mvp_core::PeerResolver>>,
     /// The peer proxy's readiness check, once installed; `/readyz` waits for it.
     pub proxy_readiness: std::sync::OnceLock<crate::peer_proxy::ProxyReadiness>,
+    /// Whether the peers know this server (needs the proxy's view of peers); `/readyz` waits for it.
+    pub peers_know_server: std::sync::OnceLock<crate::peer_proxy::PeersKnowServer>,
     /// The peer proxy's view of peer addresses, once installed (tests and tools can observe it).
     pub proxy_endpoints: std::sync::OnceLock<Arc<dyn mvp_core::PeerEndpoints>>,
     /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
@@ -165,9 +167,10 @@ impl ServerState {
 
     /// The first post-start hook `/readyz` reports as not finished, in the order they run: the
     /// identity lease, the proxy's caches, then (gate on) the peer endpoint record, which is written
-    /// once the first two pass, as upstream writes it once the server is ready. Waiting for the
-    /// record too means a server that says ready can be reached by its peers: a peer that becomes
-    /// ready after it always knows it.
+    /// once the first two pass, as upstream writes it once the server is ready, and last (a proxy
+    /// installed; not upstream) that every reachable peer publishing discovery receipts has asked
+    /// this run for its discovery ([`crate::peer_receipts`]). So a server that says ready can be
+    /// reached by its peers and routed to by them: no false 404 for what only it serves.
     pub fn failed_readiness_check(&self) -> Option<&'static str> {
         if !self.ready.load(Ordering::Acquire) {
             Some("start-kube-apiserver-identity-lease-controller")
@@ -175,6 +178,12 @@ impl ServerState {
             Some("unknown-version-proxy-filter")
         } else if self.options.mvp_gate_enabled() && !self.peer_endpoint_published.load(Ordering::Acquire) {
             Some("peer-endpoint-reconciler-controller")
+        } else if !self
+            .peers_know_server
+            .get()
+            .is_none_or(|check| check.is_ready(&self.server_id, &self.holder_identity))
+        {
+            Some("peer-discovery-receipts")
         } else {
             None
         }
@@ -257,6 +266,16 @@ impl RunningServer {
     /// connections (open watches are cut after a short grace period).
     pub async fn shutdown(mut self) {
         self.state.ready.store(false, Ordering::Release);
+        if self.state.options.mvp_gate_enabled() {
+            // Upstream's pre-shutdown hook: the peer endpoint record goes first, while the server
+            // still serves, and peers' address caches get one refresh to notice (the role of
+            // kube-apiserver's --shutdown-delay-duration). Otherwise a peer could still hold this
+            // address when the next run of the server comes up on it, ask that run for its discovery
+            // before its record exists, and answer 503 for what only it serves until then. The
+            // reconciler no longer writes: it waits for readiness, just withdrawn.
+            PeerEndpointReconciler::remove(&self.state).await;
+            tokio::time::sleep(crate::peer_proxy::ENDPOINT_REFRESH).await;
+        }
         self.cancel.cancel();
         let accept = self.accept.take();
         let drain = async {
@@ -269,7 +288,8 @@ impl RunningServer {
             self.crash.cancel();
             self.tasks.abort_all();
         }
-        // Controllers have stopped, so nothing re-creates what we remove now.
+        // Controllers have stopped, so nothing re-creates what we remove now (again: a write that was
+        // under way when the record was first removed).
         PeerEndpointReconciler::remove(&self.state).await;
         if self.state.options.emulated_version.minor >= 35 {
             IdentityLeaseController::delete_own_lease(&self.state).await;
@@ -355,6 +375,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     let state = Arc::new(ServerState {
         proxy_resolver: std::sync::OnceLock::new(),
         proxy_readiness: std::sync::OnceLock::new(),
+        peers_know_server: std::sync::OnceLock::new(),
         proxy_endpoints: std::sync::OnceLock::new(),
         discovery,
         peer_aggregated,

@@ -1,0 +1,72 @@
+//! Peer discovery receipts: which peers (and which run of each, by identity lease holder) a server's
+//! proxy has asked for their discovery. Not upstream: kube-apiserver has no way to tell that its
+//! peers know it, so for a moment after a server becomes ready at a new version, its peers still
+//! answer 404 for the resources only it serves, the very false 404 the proxy exists to prevent.
+//! Each server running a Discovery-mode proxy publishes its receipt in the store's internal keyspace
+//! (beside the peer endpoint records, unreachable through the API), and a starting server's
+//! `/readyz` waits until every reachable peer that publishes receipts lists its current run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::Store;
+
+/// Key prefix of the receipts in the internal keyspace; the server ID follows.
+pub const PREFIX: &str = "/peerdiscoveryreceipts/";
+
+/// Peer ID → `holderIdentity` of the identity lease it had when it was asked.
+pub type Receipt = HashMap<String, String>;
+
+/// The record stored for `receipt`.
+pub fn record(receipt: &Receipt) -> Value {
+    json!({ "reached": receipt })
+}
+
+/// The receipt in a stored record (`None` when it is not one).
+pub fn from_record(record: &Value) -> Option<Receipt> {
+    serde_json::from_value(record.get("reached")?.clone()).ok()
+}
+
+/// Writes this server's receipt whenever it changes, and again every `refresh` so that it lives as
+/// long as the server (`ttl`, like the peer endpoint record); removed when `cancel` fires.
+pub async fn run_publisher(
+    store: Arc<dyn Store>,
+    server_id: String,
+    mut receipts: watch::Receiver<Option<Receipt>>,
+    ttl: Duration,
+    refresh: Duration,
+    cancel: CancellationToken,
+) {
+    let key = format!("{PREFIX}{server_id}");
+    loop {
+        let current = receipts.borrow_and_update().clone();
+        if let Some(receipt) = current
+            && let Err(err) = store.put_internal(&key, record(&receipt), ttl).await
+        {
+            tracing::warn!(error = %err, "failed to write the peer discovery receipt");
+        }
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            changed = receipts.changed() => if changed.is_err() { break },
+            () = tokio::time::sleep(refresh) => {}
+        }
+    }
+    let _ = store.delete_internal(&key).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_round_trips_through_its_record() {
+        let receipt = Receipt::from([("apiserver-a".to_owned(), "apiserver-a_1234".to_owned())]);
+        assert_eq!(from_record(&record(&receipt)), Some(receipt));
+        assert_eq!(from_record(&json!({"subsets": []})), None);
+    }
+}

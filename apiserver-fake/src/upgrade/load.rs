@@ -1,0 +1,692 @@
+//! The client load of a run, spread over the servers by a round-robin load balancer: a
+//! garbage-collector-like inventory client, writers and watchers. Every request lands in the
+//! [`Ledger`].
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::ledger::{AckedWrite, Answer, Ledger, RequestKind, RequestRecord};
+use super::plan::TargetResource;
+
+/// What kubectl and the garbage collector send for aggregated discovery.
+const AGGREGATED_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
+/// The resourceVersion recorded for a delete answered without one, and for any delete event.
+const DELETED: &str = "DELETED";
+
+/// No request of the load may take longer (a hang counts as a transport failure).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The servers a load balancer spreads requests over, and which of them are in rotation.
+#[derive(Debug)]
+pub struct Balancer {
+    backends: RwLock<Vec<(String, bool)>>,
+    next: AtomicUsize,
+}
+
+impl Balancer {
+    /// A balancer over `urls`, none in rotation yet.
+    pub fn new(urls: Vec<String>) -> Self {
+        Self {
+            backends: RwLock::new(urls.into_iter().map(|u| (u, false)).collect()),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Puts server `index` in or out of rotation (at `url`, which a restart may change).
+    pub fn set(&self, index: usize, url: &str, in_rotation: bool) {
+        let mut backends = self
+            .backends
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(backend) = backends.get_mut(index) {
+            *backend = (url.to_owned(), in_rotation);
+        }
+    }
+
+    /// The next server in rotation, round-robin.
+    fn pick(&self) -> Option<(usize, String)> {
+        let backends = self
+            .backends
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = backends.len();
+        for _ in 0..n {
+            let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
+            if backends[i].1 {
+                return Some((i, backends[i].0.clone()));
+            }
+        }
+        None
+    }
+}
+
+/// An answer as the load sees it.
+struct Reply {
+    answer: Answer,
+    body: Bytes,
+}
+
+impl Reply {
+    fn ok(&self) -> bool {
+        matches!(self.answer, Answer::Status(code) if (200..300).contains(&code))
+    }
+
+    fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+/// Whether a 404 body is the router's (the resource is not served there) rather than a missing object.
+fn is_route_404(body: &[u8]) -> bool {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(status) => status
+            .pointer("/details/name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty),
+        Err(_) => true,
+    }
+}
+
+/// Everything the clients of one run share.
+pub struct Load {
+    client: HttpsClient,
+    balancer: Arc<Balancer>,
+    ledger: Arc<Ledger>,
+    clock: Instant,
+    targets: Vec<TargetResource>,
+}
+
+impl Load {
+    /// Clients presenting `identity` (the cluster's admin), trusting `ca`.
+    pub fn new(
+        ca: &certs::KeyedCert,
+        identity: &certs::KeyedCert,
+        balancer: Arc<Balancer>,
+        ledger: Arc<Ledger>,
+        clock: Instant,
+        targets: Vec<TargetResource>,
+    ) -> anyhow::Result<Self> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.cert_der())?;
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(vec![identity.cert_der()], identity.key_der())?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_only()
+            .enable_http1()
+            .enable_http2()
+            .build();
+        Ok(Self {
+            client: Client::builder(TokioExecutor::new()).build(https),
+            balancer,
+            ledger,
+            clock,
+            targets,
+        })
+    }
+
+    fn now(&self) -> f64 {
+        self.clock.elapsed().as_secs_f64()
+    }
+
+    async fn pick(&self, cancel: &CancellationToken) -> Option<(usize, String)> {
+        loop {
+            if let Some(picked) = self.balancer.pick() {
+                return Some(picked);
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return None,
+                () = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+        }
+    }
+
+    fn request(
+        method: Method,
+        uri: &str,
+        accept: &str,
+        body: Option<&Value>,
+    ) -> Option<Request<Full<Bytes>>> {
+        let payload = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::ACCEPT, accept)
+            .header(header::USER_AGENT, "upgrade-sim");
+        if body.is_some() {
+            builder = builder.header(header::CONTENT_TYPE, "application/json");
+        }
+        builder.body(Full::new(payload)).ok()
+    }
+
+    /// Sends one request through the balancer and records it.
+    async fn send(
+        &self,
+        cancel: &CancellationToken,
+        method: Method,
+        path: &str,
+        kind: RequestKind,
+        target: Option<&TargetResource>,
+        body: Option<&Value>,
+    ) -> Option<Reply> {
+        let accept = if kind == RequestKind::Discovery {
+            AGGREGATED_DISCOVERY
+        } else {
+            "application/json"
+        };
+        let (server, base) = self.pick(cancel).await?;
+        let req = Self::request(method, &format!("{base}{path}"), accept, body)?;
+        let start = self.now();
+        let (answer, body) = match tokio::time::timeout(REQUEST_TIMEOUT, async {
+            let resp = self.client.request(req).await?;
+            let status = resp.status().as_u16();
+            let body = resp.into_body().collect().await?.to_bytes();
+            Ok::<_, anyhow::Error>((status, body))
+        })
+        .await
+        {
+            Ok(Ok((status, body))) => (Answer::Status(status), body),
+            _ => (Answer::Transport, Bytes::new()),
+        };
+        self.ledger.request(RequestRecord {
+            start,
+            end: self.now(),
+            server,
+            kind,
+            gvr: target.map(|t| (t.group.clone(), t.version.clone(), t.resource.clone())),
+            answer,
+            route_404: answer == Answer::Status(404) && is_route_404(&body),
+        });
+        Some(Reply { answer, body })
+    }
+
+    /// The garbage collector's pattern: aggregated discovery, then a list of every listable resource
+    /// it advertises, again and again.
+    pub async fn run_inventory(self: Arc<Self>, cancel: CancellationToken) {
+        while !cancel.is_cancelled() {
+            let mut resources = Vec::new();
+            for path in ["/api", "/apis"] {
+                let Some(reply) = self
+                    .send(&cancel, Method::GET, path, RequestKind::Discovery, None, None)
+                    .await
+                else {
+                    return;
+                };
+                if let Some(list) = reply.ok().then(|| reply.json()).flatten() {
+                    resources.extend(listable(&list));
+                }
+            }
+            for target in &resources {
+                let path = target.collection_path().replace("/namespaces/default", "");
+                if self
+                    .send(
+                        &cancel,
+                        Method::GET,
+                        &path,
+                        RequestKind::Resource,
+                        Some(target),
+                        None,
+                    )
+                    .await
+                    .is_none()
+                {
+                    return;
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    }
+
+    /// A writer: creates an object of a random resource under test, updates it, and deletes every
+    /// third one; each acknowledged write is recorded.
+    pub async fn run_writer(self: Arc<Self>, id: usize, seed: u64, cancel: CancellationToken) {
+        let mut rng = StdRng::seed_from_u64(seed ^ (0x5752_4954 + id as u64));
+        let mut n = 0u64;
+        while !cancel.is_cancelled() {
+            n += 1;
+            let target = &self.targets[rng.random_range(0..self.targets.len())];
+            let name = format!("w{id}-{n}");
+            let fresh = object(target, &name, 1, None);
+            let Some(created) = self
+                .send(
+                    &cancel,
+                    Method::POST,
+                    &target.collection_path(),
+                    RequestKind::Resource,
+                    Some(target),
+                    Some(&fresh),
+                )
+                .await
+            else {
+                return;
+            };
+            if created.ok() {
+                let rv = self.acknowledge(target, &name, &created, false, 1);
+                let path = format!("{}/{name}", target.collection_path());
+                let updated = object(target, &name, 2, rv);
+                if let Some(reply) = self
+                    .send(
+                        &cancel,
+                        Method::PUT,
+                        &path,
+                        RequestKind::Resource,
+                        Some(target),
+                        Some(&updated),
+                    )
+                    .await
+                    && reply.ok()
+                {
+                    self.acknowledge(target, &name, &reply, false, 2);
+                }
+                if n.is_multiple_of(3)
+                    && let Some(reply) = self
+                        .send(
+                            &cancel,
+                            Method::DELETE,
+                            &path,
+                            RequestKind::Resource,
+                            Some(target),
+                            None,
+                        )
+                        .await
+                    && reply.ok()
+                {
+                    self.acknowledge(target, &name, &reply, true, 0);
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_millis(rng.random_range(10..40))) => {}
+            }
+        }
+    }
+
+    fn acknowledge(
+        &self,
+        target: &TargetResource,
+        name: &str,
+        reply: &Reply,
+        deleted: bool,
+        generation: u64,
+    ) -> Option<String> {
+        let rv = reply.json().and_then(|o| {
+            o.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        // Most resources answer a delete with a `Status` (no resourceVersion): any delete event of the
+        // object then counts as its delivery.
+        let rv = match (rv, deleted) {
+            (Some(rv), _) => rv,
+            (None, true) => DELETED.to_owned(),
+            (None, false) => return None,
+        };
+        self.ledger.write(AckedWrite {
+            target: target.clone(),
+            name: name.to_owned(),
+            resource_version: rv.clone(),
+            deleted,
+            generation,
+        });
+        Some(rv)
+    }
+
+    /// A watcher of `target`: lists, then watches from the list's resourceVersion, resuming from the
+    /// last event it saw whenever the stream ends (its server stopped), relisting on 410 Gone.
+    pub async fn run_watcher(self: Arc<Self>, target: TargetResource, cancel: CancellationToken) {
+        let path = target.collection_path();
+        let mut resume: Option<String> = None;
+        // The resourceVersion the last watch saw before it had to relist ("0" before the first list).
+        let mut last_watched = "0".to_owned();
+        while !cancel.is_cancelled() {
+            let rv = match resume.clone() {
+                Some(rv) => rv,
+                None => {
+                    let Some(reply) = self
+                        .send(
+                            &cancel,
+                            Method::GET,
+                            &path,
+                            RequestKind::Resource,
+                            Some(&target),
+                            None,
+                        )
+                        .await
+                    else {
+                        return;
+                    };
+                    let listed = reply.ok().then(|| reply.json()).flatten();
+                    let Some(list) = listed else {
+                        tokio::select! {
+                            () = cancel.cancelled() => return,
+                            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        }
+                        continue;
+                    };
+                    for item in list.get("items").and_then(Value::as_array).into_iter().flatten() {
+                        self.seen(&target, item);
+                    }
+                    let listed = list
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or("0")
+                        .to_owned();
+                    self.ledger.relisted(
+                        &target,
+                        last_watched.parse().unwrap_or(0),
+                        listed.parse().unwrap_or(u64::MAX),
+                    );
+                    listed
+                }
+            };
+            match self.watch(&cancel, &target, &path, &rv).await {
+                WatchEnd::Resume(last) => resume = Some(last),
+                WatchEnd::Relist(last) => {
+                    last_watched = last;
+                    resume = None;
+                }
+                WatchEnd::Cancelled => return,
+            }
+        }
+    }
+
+    fn seen(&self, target: &TargetResource, object: &Value) {
+        let name = object.pointer("/metadata/name").and_then(Value::as_str);
+        let rv = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str);
+        if let (Some(name), Some(rv)) = (name, rv) {
+            self.ledger.event(target, name, rv);
+        }
+    }
+
+    async fn watch(
+        &self,
+        cancel: &CancellationToken,
+        target: &TargetResource,
+        path: &str,
+        rv: &str,
+    ) -> WatchEnd {
+        let Some((server, base)) = self.pick(cancel).await else {
+            return WatchEnd::Cancelled;
+        };
+        let uri = format!("{base}{path}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true");
+        let Some(req) = Self::request(Method::GET, &uri, "application/json", None) else {
+            return WatchEnd::Cancelled;
+        };
+        let start = self.now();
+        let gvr = Some((
+            target.group.clone(),
+            target.version.clone(),
+            target.resource.clone(),
+        ));
+        let resp = tokio::select! {
+            () = cancel.cancelled() => return WatchEnd::Cancelled,
+            resp = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(req)) => resp,
+        };
+        let resp = match resp {
+            Ok(Ok(resp)) => resp,
+            _ => {
+                self.ledger.request(RequestRecord {
+                    start,
+                    end: self.now(),
+                    server,
+                    kind: RequestKind::Watch,
+                    gvr,
+                    answer: Answer::Transport,
+                    route_404: false,
+                });
+                return self.retry_later(cancel, rv).await;
+            }
+        };
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if status != StatusCode::OK {
+            let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            self.ledger.request(RequestRecord {
+                start,
+                end: self.now(),
+                server,
+                kind: RequestKind::Watch,
+                gvr,
+                answer: Answer::Status(status.as_u16()),
+                route_404: status == StatusCode::NOT_FOUND && is_route_404(&text),
+            });
+            if status == StatusCode::GONE {
+                return WatchEnd::Relist(rv.to_owned());
+            }
+            return self.retry_later(cancel, rv).await;
+        }
+        self.ledger.request(RequestRecord {
+            start,
+            end: self.now(),
+            server,
+            kind: RequestKind::Watch,
+            gvr,
+            answer: Answer::Status(200),
+            route_404: false,
+        });
+        let mut last = rv.to_owned();
+        let mut buffer: Vec<u8> = Vec::new();
+        loop {
+            let frame = tokio::select! {
+                () = cancel.cancelled() => return WatchEnd::Cancelled,
+                frame = body.frame() => frame,
+            };
+            let Some(Ok(frame)) = frame else {
+                return WatchEnd::Resume(last);
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            buffer.extend_from_slice(&data);
+            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+                    continue;
+                };
+                let object = &event["object"];
+                match event.get("type").and_then(Value::as_str) {
+                    Some("ERROR") => {
+                        if object.get("code").and_then(Value::as_u64) == Some(410) {
+                            return WatchEnd::Relist(last);
+                        }
+                        return WatchEnd::Resume(last);
+                    }
+                    Some("BOOKMARK") => {}
+                    Some("DELETED") => {
+                        self.seen(target, object);
+                        if let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str) {
+                            self.ledger.event(target, name, DELETED);
+                        }
+                    }
+                    Some(_) => self.seen(target, object),
+                    None => continue,
+                }
+                if let Some(rv) = object
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                {
+                    last = rv.to_owned();
+                }
+            }
+        }
+    }
+
+    async fn retry_later(&self, cancel: &CancellationToken, rv: &str) -> WatchEnd {
+        tokio::select! {
+            () = cancel.cancelled() => WatchEnd::Cancelled,
+            () = tokio::time::sleep(Duration::from_millis(50)) => WatchEnd::Resume(rv.to_owned()),
+        }
+    }
+
+    /// Reads an object back (end-of-run check): `Some(generation label)` if present, `None` if gone,
+    /// `Err` if the read itself failed.
+    pub async fn read_back(
+        &self,
+        cancel: &CancellationToken,
+        target: &TargetResource,
+        name: &str,
+    ) -> Result<Option<u64>, ()> {
+        let path = format!("{}/{name}", target.collection_path());
+        for _ in 0..20 {
+            let reply = self
+                .send(
+                    cancel,
+                    Method::GET,
+                    &path,
+                    RequestKind::Resource,
+                    Some(target),
+                    None,
+                )
+                .await
+                .ok_or(())?;
+            match reply.answer {
+                Answer::Status(200) => {
+                    let generation = reply
+                        .json()
+                        .and_then(|o| {
+                            o.pointer("/metadata/labels/upgrade-sim~1generation")
+                                .and_then(Value::as_str)
+                                .and_then(|g| g.parse().ok())
+                        })
+                        .unwrap_or(0);
+                    return Ok(Some(generation));
+                }
+                Answer::Status(404) if !is_route_404(&reply.body) => return Ok(None),
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        Err(())
+    }
+}
+
+enum WatchEnd {
+    /// Watch again from this resourceVersion.
+    Resume(String),
+    /// 410 Gone after this resourceVersion: list again.
+    Relist(String),
+    Cancelled,
+}
+
+/// Every listable resource (no subresources) an aggregated discovery document advertises.
+fn listable(list: &Value) -> Vec<TargetResource> {
+    let mut out = Vec::new();
+    for group in list.get("items").and_then(Value::as_array).into_iter().flatten() {
+        let name = group
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        for version in group
+            .get("versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let v = version.get("version").and_then(Value::as_str).unwrap_or("");
+            for resource in version
+                .get("resources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let lists = resource
+                    .get("verbs")
+                    .and_then(Value::as_array)
+                    .is_some_and(|verbs| verbs.iter().any(|x| x == "list"));
+                let (Some(plural), true) = (resource.get("resource").and_then(Value::as_str), lists) else {
+                    continue;
+                };
+                out.push(TargetResource {
+                    group: name.to_owned(),
+                    version: v.to_owned(),
+                    resource: plural.to_owned(),
+                    kind: resource
+                        .pointer("/responseKind/kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    namespaced: resource.get("scope").and_then(Value::as_str) == Some("Namespaced"),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A minimal object of `target` named `name`, labelled with its write generation.
+fn object(target: &TargetResource, name: &str, generation: u64, rv: Option<String>) -> Value {
+    let mut metadata = json!({"name": name, "labels": {"upgrade-sim/generation": generation.to_string()}});
+    if target.namespaced {
+        metadata["namespace"] = json!("default");
+    }
+    if let Some(rv) = rv {
+        metadata["resourceVersion"] = json!(rv);
+    }
+    let mut object = json!({"apiVersion": target.api_version(), "kind": target.kind, "metadata": metadata});
+    if target.resource == "configmaps" {
+        object["data"] = json!({"generation": generation.to_string()});
+    } else {
+        object["spec"] = json!({});
+    }
+    object
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_balancer_skips_servers_out_of_rotation_and_goes_round() {
+        let balancer = Balancer::new(vec!["https://a".into(), "https://b".into(), "https://c".into()]);
+        assert_eq!(balancer.pick(), None);
+        balancer.set(0, "https://a", true);
+        balancer.set(2, "https://c", true);
+        let picks: Vec<usize> = (0..4).filter_map(|_| balancer.pick().map(|(i, _)| i)).collect();
+        assert_eq!(picks, vec![0, 2, 0, 2]);
+    }
+
+    #[test]
+    fn a_router_404_is_told_from_a_missing_object() {
+        assert!(is_route_404(b"404 page not found\n"));
+        assert!(is_route_404(
+            br#"{"kind":"Status","reason":"NotFound","details":{}}"#
+        ));
+        assert!(!is_route_404(
+            br#"{"kind":"Status","reason":"NotFound","details":{"name":"x","kind":"configmaps"}}"#
+        ));
+    }
+
+    #[test]
+    fn listable_takes_resources_with_the_list_verb() {
+        let doc = json!({"items": [{"metadata": {"name": "batch"}, "versions": [{"version": "v1", "resources": [
+            {"resource": "jobs", "scope": "Namespaced", "verbs": ["list", "create"], "responseKind": {"kind": "Job"}},
+            {"resource": "tokenreviews", "scope": "Cluster", "verbs": ["create"]}
+        ]}]}]});
+        let found = listable(&doc);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].collection_path(),
+            "/apis/batch/v1/namespaces/default/jobs"
+        );
+        assert_eq!(found[0].kind, "Job");
+    }
+}
