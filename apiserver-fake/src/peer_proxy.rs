@@ -15,20 +15,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use mvp_core::discovery_fetch::{MAX_RETRIES, backoff};
 use mvp_core::peer_discovery::is_valid_peer_identity_lease;
 use mvp_core::resolve::is_valid_host_port;
+use mvp_core::snapshot::Snapshot;
 use mvp_core::{
     DiscoveryResolver, GroupVersionResource, LocalDiscoveryCache, MetricsGeneration, MvpLayer, MvpMetrics,
     PeerDiscoveryCache, PeerDiscoverySync, PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig,
     PeerTransport, StorageVersionIndex, StorageVersionResolver,
 };
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::ServedApis;
-use crate::identity::{IDENTITY_LEASE_COMPONENT, IDENTITY_LEASE_LABEL, IDENTITY_LEASE_NAMESPACE};
+use crate::identity::IDENTITY_LEASE_NAMESPACE;
 use crate::informer::run_informer;
 use crate::server::ServerState;
 use crate::store::{StorageResource, Store};
@@ -55,14 +56,14 @@ pub const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
 pub struct StorePeerEndpoints {
     addresses: watch::Sender<Arc<HashMap<String, String>>>,
     /// Each peer's discovery receipt (see [`crate::peer_receipts`]).
-    receipts: std::sync::RwLock<Arc<HashMap<String, peer_receipts::Receipt>>>,
+    receipts: Snapshot<HashMap<String, peer_receipts::Receipt>>,
 }
 
 impl Default for StorePeerEndpoints {
     fn default() -> Self {
         Self {
             addresses: watch::Sender::new(Arc::default()),
-            receipts: std::sync::RwLock::default(),
+            receipts: Snapshot::default(),
         }
     }
 }
@@ -94,21 +95,14 @@ impl StorePeerEndpoints {
                     Some((id.to_owned(), peer_receipts::from_record(record)?))
                 })
                 .collect();
-            *self
-                .receipts
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(receipts);
+            self.receipts.store(receipts);
         }
     }
 
     /// Whether every reachable peer that publishes discovery receipts has asked this server's run
     /// (`own_id` holding its lease as `holder`) for its discovery.
     fn peers_know(&self, own_id: &str, holder: &str) -> bool {
-        let receipts = self
-            .receipts
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let receipts = self.receipts.load();
         receipts.iter().all(|(peer, receipt)| {
             peer == own_id || !self.is_reachable(peer) || receipt.get(own_id).is_some_and(|h| h == holder)
         })
@@ -146,41 +140,35 @@ impl PeerEndpoints for StorePeerEndpoints {
 /// it has listed them once.
 type PeerIds = Option<Arc<Vec<(String, String)>>>;
 
+/// A readiness check that, like a post-start hook, stays passed once it has passed: a peer
+/// joining or failing later never takes a serving server out of a load balancer.
+#[derive(Debug, Default)]
+struct Latch(AtomicBool);
+
+impl Latch {
+    fn check(&self, passes: impl FnOnce() -> bool) -> bool {
+        if self.0.load(Ordering::Acquire) {
+            return true;
+        }
+        let passed = passes();
+        if passed {
+            self.0.store(true, Ordering::Release);
+        }
+        passed
+    }
+}
+
 /// The `unknown-version-proxy-filter` readiness check: upstream's post-start hook waits for the
 /// proxy's caches to sync once, which can pass before a peer that is starting at the same time is
 /// known, so the server answers a false 404 for that peer's resources while `/readyz` says ok.
 /// This check also waits, in Discovery mode, until every peer that has an identity lease and a
 /// published address has been asked for its discovery (an answer or a transport error: a broken
-/// peer must not keep every other server unready). Like a post-start hook, once passed it stays
-/// passed, so a peer joining later never takes a serving server out of a load balancer.
+/// peer must not keep every other server unready).
 pub struct ProxyReadiness {
     resolver: Arc<dyn PeerResolver>,
     discovery: Option<(Arc<PeerDiscoveryCache>, watch::Receiver<PeerIds>)>,
     endpoints: Arc<StorePeerEndpoints>,
-    passed: AtomicBool,
-}
-
-/// The check that this server's peers know it: every reachable peer that publishes discovery
-/// receipts has asked this run of the server for its discovery ([`crate::peer_receipts`]). Waits at
-/// most until a stalled peer's endpoint record lapses. Once passed it stays passed.
-#[derive(Debug)]
-pub struct PeersKnowServer {
-    endpoints: Arc<StorePeerEndpoints>,
-    passed: AtomicBool,
-}
-
-impl PeersKnowServer {
-    /// Whether the check passes for `own_id` whose identity lease `holder` holds.
-    pub fn is_ready(&self, own_id: &str, holder: &str) -> bool {
-        if self.passed.load(Ordering::Acquire) {
-            return true;
-        }
-        let ready = self.endpoints.peers_know(own_id, holder);
-        if ready {
-            self.passed.store(true, Ordering::Release);
-        }
-        ready
-    }
+    passed: Latch,
 }
 
 impl std::fmt::Debug for ProxyReadiness {
@@ -194,20 +182,40 @@ impl std::fmt::Debug for ProxyReadiness {
 impl ProxyReadiness {
     /// Whether the check passes (and from then on always will).
     pub fn is_ready(&self) -> bool {
-        if self.passed.load(Ordering::Acquire) {
-            return true;
-        }
-        let ready = self.resolver.has_synced()
-            && self.discovery.as_ref().is_none_or(|(cache, peer_ids)| {
-                peer_ids.borrow().as_ref().is_some_and(|ids| {
-                    ids.iter()
-                        .all(|(id, _)| cache.has_reached(id) || !self.endpoints.is_reachable(id))
+        self.passed.check(|| {
+            self.resolver.has_synced()
+                && self.discovery.as_ref().is_none_or(|(cache, peer_ids)| {
+                    peer_ids.borrow().as_ref().is_some_and(|ids| {
+                        ids.iter()
+                            .all(|(id, _)| cache.has_reached(id) || !self.endpoints.is_reachable(id))
+                    })
                 })
-            });
-        if ready {
-            self.passed.store(true, Ordering::Release);
-        }
-        ready
+        })
+    }
+}
+
+/// How long [`PeersKnowServer`] waits at most: a peer that has not asked for this server's
+/// discovery by then (stalled, or crashed with its endpoint record not yet lapsed) no longer holds
+/// readiness back.
+pub const PEERS_KNOW_SERVER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The check that this server's peers know it: every reachable peer that publishes discovery
+/// receipts has asked this run of the server for its discovery ([`crate::peer_receipts`]), or
+/// [`PEERS_KNOW_SERVER_DEADLINE`] has passed since the check first ran.
+#[derive(Debug)]
+pub struct PeersKnowServer {
+    endpoints: Arc<StorePeerEndpoints>,
+    since: std::sync::OnceLock<std::time::Instant>,
+    passed: Latch,
+}
+
+impl PeersKnowServer {
+    /// Whether the check passes for `own_id` whose identity lease `holder` holds.
+    pub fn is_ready(&self, own_id: &str, holder: &str) -> bool {
+        self.passed.check(|| {
+            let since = *self.since.get_or_init(std::time::Instant::now);
+            self.endpoints.peers_know(own_id, holder) || since.elapsed() >= PEERS_KNOW_SERVER_DEADLINE
+        })
     }
 }
 
@@ -259,7 +267,8 @@ pub async fn install(
     let _ = state.proxy_endpoints.set(endpoints.clone());
     let _ = state.peers_know_server.set(PeersKnowServer {
         endpoints: endpoints.clone(),
-        passed: AtomicBool::new(false),
+        since: std::sync::OnceLock::new(),
+        passed: Latch::default(),
     });
 
     let mode = state.options.peer_resolution_mode;
@@ -277,7 +286,7 @@ pub async fn install(
                     resolver: resolver.clone(),
                     discovery: None,
                     endpoints: endpoints.clone(),
-                    passed: AtomicBool::new(false),
+                    passed: Latch::default(),
                 },
             );
             MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
@@ -334,7 +343,7 @@ pub async fn install(
                     resolver: resolver.clone(),
                     discovery: Some((peers, peer_ids)),
                     endpoints: endpoints.clone(),
-                    passed: AtomicBool::new(false),
+                    passed: Latch::default(),
                 },
             );
             MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
@@ -386,35 +395,12 @@ async fn run_identity_lease_informer(
 ) {
     let resource = StorageResource::new("coordination.k8s.io", "leases");
     let own_id = state.server_id.clone();
-    let mut holders: Option<HashMap<String, String>> = None;
     run_informer(
         state.store.clone(),
         resource,
         Some(IDENTITY_LEASE_NAMESPACE),
         cancel,
         move |leases| {
-            let current: HashMap<String, String> = leases
-                .iter()
-                .filter(|l| {
-                    l.pointer(&format!(
-                        "/metadata/labels/{}",
-                        IDENTITY_LEASE_LABEL.replace('/', "~1")
-                    )) == Some(&Value::from(IDENTITY_LEASE_COMPONENT))
-                })
-                .filter_map(|l| {
-                    let name = l.pointer("/metadata/name")?.as_str()?.to_owned();
-                    let holder = l
-                        .pointer("/spec/holderIdentity")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned();
-                    Some((name, holder))
-                })
-                .collect();
-            if holders.as_ref() == Some(&current) {
-                return;
-            }
-            holders = Some(current);
             let ids: Vec<(String, String)> = leases
                 .iter()
                 .filter(|l| is_valid_peer_identity_lease(l, &own_id))
@@ -424,18 +410,27 @@ async fn run_identity_lease_informer(
                     Some((name.to_owned(), holder.to_owned()))
                 })
                 .collect();
-            peer_ids.send_replace(Some(Arc::new(ids)));
+            // A renewal changes neither names nor holders, so it sends nothing.
+            peer_ids.send_if_modified(|current| {
+                let changed = current.as_deref() != Some(&ids);
+                if changed {
+                    *current = Some(Arc::new(ids));
+                }
+                changed
+            });
         },
     )
     .await;
 }
 
-/// Discovery mode: the work queue of upstream's `peer-discovery-cache-sync`, with one key. A full
-/// sync runs when the peer IDs change (a newer change supersedes a sync still retrying), and also
-/// when a peer that the last sync could not address publishes its address: a starting peer's
-/// identity lease exists before its endpoint record, and waiting for the retry backoff to find the
-/// record would leave a window of false 404s for that peer's resources. After each attempt the
-/// peers it reached, with the lease holders it was given, go to `receipts`.
+/// Discovery mode: the work queue of upstream's `peer-discovery-cache-sync`, with one key. An
+/// attempt is a full sync of the peers the lease informer last listed. It runs when that list
+/// changes (a lease added, deleted or held by a new run), when a peer the last attempt could not
+/// address publishes its address (a starting peer's lease exists before its endpoint record; waiting
+/// for the backoff would leave a window of false 404s), and again after a failed attempt, with
+/// client-go's backoff, up to [`MAX_RETRIES`] times. As in a work queue, an attempt under way is
+/// never abandoned for new work: the new work runs right after it. After each attempt the peers it
+/// reached, with the lease holders it was given, go to `receipts`.
 async fn run_peer_discovery_sync(
     sync: PeerDiscoverySync,
     mut peer_ids: watch::Receiver<PeerIds>,
@@ -449,63 +444,36 @@ async fn run_peer_discovery_sync(
         ids.iter()
             .any(|(id, _)| !cache.has_reached(id) && endpoints.is_reachable(id))
     };
-    // What the cache's reached set means for `ids`, once an attempt with exactly `ids` has ended.
-    let receipt = |ids: &[(String, String)]| -> peer_receipts::Receipt {
-        ids.iter()
-            .filter(|(id, _)| cache.has_reached(id))
-            .cloned()
-            .collect()
-    };
     // The first list the informer publishes is work too, whether it came before this task started
     // or comes after.
     let mut pending = true;
+    let mut failures = 0u32;
     loop {
         let ids = peer_ids.borrow_and_update().clone();
         if let Some(ids) = ids.filter(|_| pending) {
-            pending = false;
-            // Called before each attempt: from the second on, the previous attempt used these `ids`.
-            let attempts = std::sync::atomic::AtomicU32::new(0);
-            let list = || {
-                if attempts.fetch_add(1, Ordering::AcqRel) > 0 {
-                    receipts.send_replace(Some(receipt(&ids)));
-                }
-                Ok(ids.iter().map(|(id, _)| id.clone()).collect())
+            let names: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+            let result = tokio::select! {
+                () = cancel.cancelled() => return,
+                result = sync.sync(&names) => result,
             };
-            let run = sync.sync_with_retries(list);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    () = cancel.cancelled() => return,
-                    _ = &mut run => {
-                        receipts.send_replace(Some(receipt(&ids)));
-                        break;
-                    }
-                    changed = peer_ids.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                        pending = true;
-                        break;
-                    }
-                    changed = addresses.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                        if unreached_with_address(&ids) {
-                            pending = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            continue;
+            cache.mark_synced();
+            let receipt = ids
+                .iter()
+                .filter(|(id, _)| cache.has_reached(id))
+                .cloned()
+                .collect();
+            receipts.send_replace(Some(receipt));
+            failures = if result.is_ok() { 0 } else { failures + 1 };
         }
+        let retry = failures > 0 && failures <= MAX_RETRIES;
+        let backoff = backoff(failures.saturating_sub(1));
         tokio::select! {
             () = cancel.cancelled() => return,
             changed = peer_ids.changed() => {
                 if changed.is_err() {
                     return;
                 }
+                failures = 0;
                 pending = true;
             }
             changed = addresses.changed() => {
@@ -515,6 +483,7 @@ async fn run_peer_discovery_sync(
                 let ids = peer_ids.borrow().clone();
                 pending = ids.is_some_and(|ids| unreached_with_address(&ids));
             }
+            () = tokio::time::sleep(backoff), if retry => pending = true,
         }
     }
 }

@@ -268,13 +268,13 @@ impl RunningServer {
         self.state.ready.store(false, Ordering::Release);
         if self.state.options.mvp_gate_enabled() {
             // Upstream's pre-shutdown hook: the peer endpoint record goes first, while the server
-            // still serves, and peers' address caches get one refresh to notice (the role of
+            // still serves, and peers' address caches get two refreshes to notice (the role of
             // kube-apiserver's --shutdown-delay-duration). Otherwise a peer could still hold this
             // address when the next run of the server comes up on it, ask that run for its discovery
             // before its record exists, and answer 503 for what only it serves until then. The
             // reconciler no longer writes: it waits for readiness, just withdrawn.
             PeerEndpointReconciler::remove(&self.state).await;
-            tokio::time::sleep(crate::peer_proxy::ENDPOINT_REFRESH).await;
+            tokio::time::sleep(2 * crate::peer_proxy::ENDPOINT_REFRESH).await;
         }
         self.cancel.cancel();
         let accept = self.accept.take();

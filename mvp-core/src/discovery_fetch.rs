@@ -117,8 +117,9 @@ impl PeerDiscoverySync {
                 entries.insert(id.clone(), entry);
             }
         }
-        self.cache.set_reached(reached);
+        // Entries first: whoever sees a peer reached also sees what it serves.
         self.cache.replace(entries);
+        self.cache.set_reached(reached);
         last_err.map_or(Ok(()), Err)
     }
 

@@ -51,7 +51,7 @@ pub struct RequestRecord {
 
 /// One acknowledged write (a 2xx to a create, update or delete).
 #[derive(Debug, Clone)]
-pub struct AckedWrite {
+pub struct WriteRecord {
     /// The resource.
     pub target: TargetResource,
     /// Object name.
@@ -62,6 +62,8 @@ pub struct AckedWrite {
     pub deleted: bool,
     /// The `upgrade-sim/generation` label value the write set (creates and updates).
     pub generation: u64,
+    /// Answered 2xx; otherwise it may or may not have been applied.
+    pub acknowledged: bool,
 }
 
 /// A time interval during which a server was up (in the load balancer) at a version.
@@ -81,7 +83,7 @@ pub struct UpInterval {
 #[derive(Debug, Default)]
 pub struct Ledger {
     requests: Mutex<Vec<RequestRecord>>,
-    writes: Mutex<Vec<AckedWrite>>,
+    writes: Mutex<Vec<WriteRecord>>,
     /// (resource label, object name, resourceVersion) of every watch event delivered.
     events: Mutex<DeliveredEvents>,
     up: Mutex<Vec<UpInterval>>,
@@ -118,7 +120,7 @@ impl Ledger {
     }
 
     /// Records an acknowledged write.
-    pub fn write(&self, write: AckedWrite) {
+    pub fn write(&self, write: WriteRecord) {
         lock(&self.writes).push(write);
     }
 
@@ -127,12 +129,34 @@ impl Ledger {
         lock(&self.events).insert((target.label(), name.to_owned(), resource_version.to_owned()));
     }
 
-    /// Records that `target`'s watcher (re)listed at `listed` after its watch last saw `after`.
-    pub fn relisted(&self, target: &TargetResource, after: u64, listed: u64) {
+    /// Records that `target`'s watcher has no watch open after resourceVersion `after` (it starts,
+    /// or got 410 Gone) until [`Self::watch_gap_closed`].
+    pub fn watch_gap_opened(&self, target: &TargetResource, after: u64) {
         lock(&self.unwatched)
             .entry(target.label())
             .or_default()
-            .push((after, listed));
+            .push((after, u64::MAX));
+    }
+
+    /// Records that `target`'s watcher listed at `listed` and watches from there.
+    pub fn watch_gap_closed(&self, target: &TargetResource, listed: u64) {
+        if let Some(gap) = lock(&self.unwatched)
+            .get_mut(&target.label())
+            .and_then(|gaps| gaps.last_mut())
+        {
+            gap.1 = listed;
+        }
+    }
+
+    /// Applies `judge` to the writes, delivered events and unwatched ranges recorded so far.
+    pub fn judge_watches<T>(
+        &self,
+        judge: impl FnOnce(&[WriteRecord], &DeliveredEvents, &HashMap<String, Vec<(u64, u64)>>) -> T,
+    ) -> T {
+        let writes = lock(&self.writes);
+        let events = lock(&self.events);
+        let unwatched = lock(&self.unwatched);
+        judge(&writes, &events, &unwatched)
     }
 
     /// Marks server `server` up at `version` from `at`.
@@ -175,7 +199,7 @@ pub struct Recorded {
     /// Every request.
     pub requests: Vec<RequestRecord>,
     /// Every acknowledged write.
-    pub writes: Vec<AckedWrite>,
+    pub writes: Vec<WriteRecord>,
     /// Every delivered watch event.
     pub events: DeliveredEvents,
     /// When each server was up.

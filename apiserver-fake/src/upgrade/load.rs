@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::ledger::{AckedWrite, Answer, Ledger, RequestKind, RequestRecord};
+use super::ledger::{Answer, Ledger, RequestKind, RequestRecord, WriteRecord};
 use super::plan::TargetResource;
 
 /// What kubectl and the garbage collector send for aggregated discovery.
@@ -127,12 +127,16 @@ impl Load {
         let config = rustls::ClientConfig::builder()
             .with_root_certificates(roots)
             .with_client_auth_cert(vec![identity.cert_der()], identity.key_der())?;
+        // Like client-go: no Nagle delay between a request's headers and its body.
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(config)
             .https_only()
             .enable_http1()
             .enable_http2()
-            .build();
+            .wrap_connector(http);
         Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(https),
             balancer,
@@ -280,8 +284,8 @@ impl Load {
             else {
                 return;
             };
+            let rv = self.record_write(target, &name, &created, false, 1);
             if created.ok() {
-                let rv = self.acknowledge(target, &name, &created, false, 1);
                 let path = format!("{}/{name}", target.collection_path());
                 let updated = object(target, &name, 2, rv);
                 if let Some(reply) = self
@@ -294,9 +298,8 @@ impl Load {
                         Some(&updated),
                     )
                     .await
-                    && reply.ok()
                 {
-                    self.acknowledge(target, &name, &reply, false, 2);
+                    self.record_write(target, &name, &reply, false, 2);
                 }
                 if n.is_multiple_of(3)
                     && let Some(reply) = self
@@ -309,9 +312,8 @@ impl Load {
                             None,
                         )
                         .await
-                    && reply.ok()
                 {
-                    self.acknowledge(target, &name, &reply, true, 0);
+                    self.record_write(target, &name, &reply, true, 0);
                 }
             }
             tokio::select! {
@@ -321,7 +323,10 @@ impl Load {
         }
     }
 
-    fn acknowledge(
+    /// Records a write that was acknowledged (2xx) or may have been applied without the client
+    /// learning it (no answer, or a 5xx: the server, or the peer it proxied to, may have stored it and
+    /// then gone away). Returns the acknowledged resourceVersion.
+    fn record_write(
         &self,
         target: &TargetResource,
         name: &str,
@@ -329,6 +334,11 @@ impl Load {
         deleted: bool,
         generation: u64,
     ) -> Option<String> {
+        let acknowledged = reply.ok();
+        let maybe_applied = matches!(reply.answer, Answer::Transport | Answer::Status(500..));
+        if !acknowledged && !maybe_applied {
+            return None;
+        }
         let rv = reply.json().and_then(|o| {
             o.pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
@@ -337,18 +347,19 @@ impl Load {
         // Most resources answer a delete with a `Status` (no resourceVersion): any delete event of the
         // object then counts as its delivery.
         let rv = match (rv, deleted) {
-            (Some(rv), _) => rv,
-            (None, true) => DELETED.to_owned(),
-            (None, false) => return None,
+            (Some(rv), _) if acknowledged => rv,
+            (None, true) if acknowledged => DELETED.to_owned(),
+            _ => String::new(),
         };
-        self.ledger.write(AckedWrite {
+        self.ledger.write(WriteRecord {
             target: target.clone(),
             name: name.to_owned(),
             resource_version: rv.clone(),
             deleted,
             generation,
+            acknowledged,
         });
-        Some(rv)
+        (acknowledged && !rv.is_empty()).then_some(rv)
     }
 
     /// A watcher of `target`: lists, then watches from the list's resourceVersion, resuming from the
@@ -356,8 +367,7 @@ impl Load {
     pub async fn run_watcher(self: Arc<Self>, target: TargetResource, cancel: CancellationToken) {
         let path = target.collection_path();
         let mut resume: Option<String> = None;
-        // The resourceVersion the last watch saw before it had to relist ("0" before the first list).
-        let mut last_watched = "0".to_owned();
+        self.ledger.watch_gap_opened(&target, 0);
         while !cancel.is_cancelled() {
             let rv = match resume.clone() {
                 Some(rv) => rv,
@@ -391,18 +401,15 @@ impl Load {
                         .and_then(Value::as_str)
                         .unwrap_or("0")
                         .to_owned();
-                    self.ledger.relisted(
-                        &target,
-                        last_watched.parse().unwrap_or(0),
-                        listed.parse().unwrap_or(u64::MAX),
-                    );
+                    self.ledger
+                        .watch_gap_closed(&target, listed.parse().unwrap_or(u64::MAX));
                     listed
                 }
             };
             match self.watch(&cancel, &target, &path, &rv).await {
                 WatchEnd::Resume(last) => resume = Some(last),
                 WatchEnd::Relist(last) => {
-                    last_watched = last;
+                    self.ledger.watch_gap_opened(&target, last.parse().unwrap_or(0));
                     resume = None;
                 }
                 WatchEnd::Cancelled => return,

@@ -32,6 +32,9 @@ use self::report::{Phase, Report, RunRecord, RunReport};
 use crate::cluster::launch_cluster;
 use crate::config::PeerResolutionModeFlag;
 
+/// How long watches get, after the writers stop, to deliver the events of the last writes.
+const WATCH_SETTLE: Duration = Duration::from_secs(3);
+
 /// Everything one run left behind.
 struct RunOutcome {
     mvp: bool,
@@ -176,7 +179,7 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
     for target in &plan.targets {
         watchers.spawn(load.clone().run_watcher(target.clone(), watches_stop.clone()));
     }
-    let ticker = {
+    {
         let (bar, ledger, label, phase) = (
             bar.clone(),
             ledger.clone(),
@@ -184,7 +187,8 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
             progress.phase.clone(),
         );
         let stop = watches_stop.clone();
-        tokio::spawn(async move {
+        // In the watchers' set: dropped (and so stopped) with it, also when the run fails.
+        watchers.spawn(async move {
             while !stop.is_cancelled() {
                 let phase = phase
                     .lock()
@@ -198,8 +202,8 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
                 ));
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-        })
-    };
+        });
+    }
 
     let mut phases = Vec::new();
     let steady = format!("steady at {}", plan.from);
@@ -228,10 +232,16 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
             tokio::time::sleep(plan.drain).await;
             cluster.stop_member(index, false).await?
         };
-        cluster
-            .put_member(index, plan.member(index, plan.to, mvp), port)
-            .await
-            .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
+        let member = plan.member(index, plan.to, mvp);
+        if let Err(err) = cluster.put_member(index, member.clone(), port).await {
+            // Its old port (from the ephemeral range) may have been taken by an outgoing connection
+            // meanwhile: it comes back on a new one, and the load balancer learns it.
+            tracing::info!(error = %err, "server {name} cannot come back on port {port}; trying a new one");
+            cluster
+                .put_member(index, member, 0)
+                .await
+                .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
+        }
         ledger.up(index, plan.to, since());
         balancer.set(index, &cluster.servers[index].1.url(), true);
         tokio::time::sleep(plan.dwell).await;
@@ -252,13 +262,16 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
     });
     let length = since();
 
-    // Writers stop first; watches get a moment to deliver the last events, then everything is judged.
+    // Writers stop first; watches get up to WATCH_SETTLE to deliver the last events (a loaded machine
+    // can be slow), then everything is judged.
     writes_stop.cancel();
     while clients.join_next().await.is_some() {}
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let settled = tokio::time::Instant::now() + WATCH_SETTLE;
+    while ledger.judge_watches(report::missed_watch_events) > 0 && tokio::time::Instant::now() < settled {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     watches_stop.cancel();
     while watchers.join_next().await.is_some() {}
-    let _ = ticker.await;
     let recorded = ledger.take();
 
     progress.enter("reading every written object back");

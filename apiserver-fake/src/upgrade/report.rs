@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::ledger::{
-    AckedWrite, Answer, DeliveredEvents, RequestKind, RequestRecord, ServedByVersion, UpInterval,
+    Answer, DeliveredEvents, RequestKind, RequestRecord, ServedByVersion, UpInterval, WriteRecord,
 };
 
 /// `report.json`.
@@ -108,7 +108,7 @@ pub struct RunRecord<'a> {
     /// Requests.
     pub requests: &'a [RequestRecord],
     /// Acknowledged writes.
-    pub writes: &'a [AckedWrite],
+    pub writes: &'a [WriteRecord],
     /// Delivered watch events.
     pub events: &'a DeliveredEvents,
     /// When each server was up.
@@ -151,18 +151,44 @@ fn is_proxied(record: &RequestRecord, up: &[UpInterval], served: &ServedByVersio
         .is_some_and(|i| !served.serves(i.version, gvr))
 }
 
+/// Objects whose end state matches neither their last acknowledged write nor any write sent after
+/// it that may have been applied (sent without an answer); objects with no acknowledged write, or
+/// that could not be read back, are not judged.
+fn lost_writes(writes: &[WriteRecord], final_state: &HashMap<(String, String), Option<u64>>) -> usize {
+    let mut by_object: HashMap<(String, String), Vec<&WriteRecord>> = HashMap::new();
+    for write in writes {
+        by_object
+            .entry((write.target.label(), write.name.clone()))
+            .or_default()
+            .push(write);
+    }
+    let state = |w: &WriteRecord| (!w.deleted).then_some(w.generation);
+    by_object
+        .iter()
+        .filter(|(key, writes)| {
+            let Some(last_acked) = writes.iter().rposition(|w| w.acknowledged) else {
+                return false;
+            };
+            let Some(end) = final_state.get(*key) else {
+                return false;
+            };
+            !writes[last_acked..].iter().any(|w| state(w) == *end)
+        })
+        .count()
+}
+
 /// Acknowledged writes no watch delivered, leaving out those made while no watch was open (a write
 /// before the watcher's first list, or between a 410 Gone and the relist, shows in a list, not as an
 /// event). A delete answered without a resourceVersion is placed just after the object's previous
 /// write.
-fn missed_watch_events(
-    writes: &[AckedWrite],
+pub fn missed_watch_events(
+    writes: &[WriteRecord],
     events: &DeliveredEvents,
     unwatched: &HashMap<String, Vec<(u64, u64)>>,
 ) -> usize {
     let mut previous: HashMap<(String, &str), u64> = HashMap::new();
     let mut missed = 0;
-    for write in writes {
+    for write in writes.iter().filter(|w| w.acknowledged) {
         let label = write.target.label();
         let position = match write.resource_version.parse::<u64>() {
             Ok(rv) => rv,
@@ -232,19 +258,7 @@ impl RunReport {
         proxied.sort_by(f64::total_cmp);
         local.sort_by(f64::total_cmp);
 
-        // The last acknowledged write of each object decides what must be visible at the end.
-        let mut last: HashMap<(String, String), &AckedWrite> = HashMap::new();
-        for write in run.writes {
-            last.insert((write.target.label(), write.name.clone()), write);
-        }
-        let lost_writes = last
-            .iter()
-            .filter(|(key, write)| match run.final_state.get(*key) {
-                Some(None) => !write.deleted,
-                Some(Some(generation)) => write.deleted || *generation != write.generation,
-                None => false,
-            })
-            .count();
+        let lost_writes = lost_writes(run.writes, run.final_state);
         let missed_watch_events = missed_watch_events(run.writes, run.events, run.unwatched);
         let phases = run
             .phases
@@ -275,7 +289,7 @@ impl RunReport {
             by_code,
             false_404_by_resource,
             false_404_by_server,
-            acknowledged_writes: run.writes.len(),
+            acknowledged_writes: run.writes.iter().filter(|w| w.acknowledged).count(),
             lost_writes,
             missed_watch_events,
             latency_ms: Latency {
@@ -442,5 +456,67 @@ mod tests {
         assert_eq!(percentile(&sorted, 50.0), 50.0);
         assert_eq!(percentile(&sorted, 99.0), 99.0);
         assert_eq!(percentile(&[], 99.0), 0.0);
+    }
+
+    fn write(name: &str, rv: &str, deleted: bool, generation: u64, acknowledged: bool) -> WriteRecord {
+        WriteRecord {
+            target: crate::upgrade::plan::TargetResource {
+                group: String::new(),
+                version: "v1".into(),
+                resource: "configmaps".into(),
+                kind: "ConfigMap".into(),
+                namespaced: true,
+            },
+            name: name.into(),
+            resource_version: rv.into(),
+            deleted,
+            generation,
+            acknowledged,
+        }
+    }
+
+    #[test]
+    fn a_write_is_lost_only_if_the_end_state_matches_no_write_that_may_have_been_applied() {
+        let key = |n: &str| ("configmaps/v1".to_owned(), n.to_owned());
+        let writes = [
+            write("kept", "5", false, 1, true),
+            write("kept", "", false, 2, false), // no answer: may or may not have been applied
+            write("gone", "7", false, 1, true),
+            write("gone", "DELETED", true, 0, true),
+            write("never", "", false, 1, false),
+        ];
+        let mut end = HashMap::from([(key("kept"), Some(1)), (key("gone"), None), (key("never"), None)]);
+        assert_eq!(lost_writes(&writes, &end), 0);
+        end.insert(key("kept"), Some(2));
+        assert_eq!(
+            lost_writes(&writes, &end),
+            0,
+            "the unanswered update went through"
+        );
+        end.insert(key("kept"), None);
+        end.insert(key("gone"), Some(1));
+        assert_eq!(lost_writes(&writes, &end), 2);
+    }
+
+    #[test]
+    fn writes_made_while_no_watch_was_open_are_not_missed_events() {
+        let writes = [
+            write("a", "3", false, 1, true),
+            write("a", "8", false, 2, true),
+            write("a", "DELETED", true, 0, true),
+            write("b", "12", false, 1, true),
+        ];
+        let unwatched = HashMap::from([("configmaps/v1".to_owned(), vec![(0, 4), (10, 12)])]);
+        let label = |n: &str, rv: &str| ("configmaps/v1".to_owned(), n.to_owned(), rv.to_owned());
+        let mut events = DeliveredEvents::from([label("a", "8")]);
+        assert_eq!(
+            missed_watch_events(&writes, &events, &unwatched),
+            1,
+            "the delete of a"
+        );
+        events.insert(label("a", "DELETED"));
+        assert_eq!(missed_watch_events(&writes, &events, &unwatched), 0);
+        events.remove(&label("a", "8"));
+        assert_eq!(missed_watch_events(&writes, &events, &unwatched), 1);
     }
 }

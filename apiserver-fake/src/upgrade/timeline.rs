@@ -12,6 +12,12 @@ use crate::catalog::KubeVersion;
 /// Width of a bucket of the rate curves, in seconds.
 const BUCKET: f64 = 0.5;
 
+/// Height of a run's rate chart, in pixels.
+const PANEL_HEIGHT: u32 = 330;
+
+/// Height of one server's version band, in pixels.
+const BAND_HEIGHT: u32 = 24;
+
 /// Outcome series, in drawing order: (label, colour).
 const SERIES: [(&str, RGBColor); 5] = [
     ("2xx", RGBColor(0x4c, 0x9a, 0x2a)),
@@ -49,7 +55,9 @@ fn series_index(record: &RequestRecord, up: &[UpInterval], served: &ServedByVers
 
 /// Draws the runs one above the other into `path`.
 pub fn draw(path: &Path, runs: &[RunTimeline<'_>], from: KubeVersion, to: KubeVersion) -> anyhow::Result<()> {
-    let height = 420 * u32::try_from(runs.len().max(1)).unwrap_or(1);
+    let servers = runs.iter().map(|r| r.names.len()).max().unwrap_or(1);
+    let panel = PANEL_HEIGHT + BAND_HEIGHT * u32::try_from(servers).unwrap_or(u32::MAX / 1024).min(1024);
+    let height = panel * u32::try_from(runs.len().max(1)).unwrap_or(1);
     let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
     for (run, area) in runs.iter().zip(root.split_evenly((runs.len().max(1), 1))) {
@@ -74,7 +82,11 @@ fn draw_run(
         rates[series_index(record, run.up, run.served)][bucket] += 1.0 / BUCKET;
     }
     let peak = rates.iter().flatten().copied().fold(1.0, f64::max);
-    let (upper, lower) = area.split_vertically(area.dim_in_pixel().1 - 30 - 18 * run.names.len() as u32);
+    let bands_height = BAND_HEIGHT
+        * u32::try_from(run.names.len())
+            .unwrap_or(u32::MAX / 1024)
+            .min(1024);
+    let (upper, lower) = area.split_vertically(area.dim_in_pixel().1.saturating_sub(bands_height));
 
     let mut chart = ChartBuilder::on(&upper)
         .caption(&run.title, ("sans-serif", 18))
