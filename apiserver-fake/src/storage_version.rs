@@ -154,8 +154,11 @@ pub async fn publish(store: &dyn Store, apis: &ServedApis, server_id: &str, now:
         for _attempt in 0..10 {
             let written = match store.get(&resource, &key).await {
                 Ok(mut current) => {
+                    // Optimistic concurrency: other servers publish and the garbage collector prunes
+                    // the same objects; a conflict re-reads and merges again.
+                    let revision = crate::store::resource_version(&current);
                     current["status"] = merged_status(&current["status"], server_id, &entry, now);
-                    store.update(&resource, &key, current, None).await.is_ok()
+                    store.update(&resource, &key, current, revision).await.is_ok()
                 }
                 Err(_) => {
                     let object = json!({

@@ -87,6 +87,7 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
         servers: plan.args.servers,
         seed: plan.args.seed,
         crash: plan.args.crash,
+        resources_under_test: plan.targets.iter().map(|t| t.label()).collect(),
         runs,
     };
     let json = serde_json::to_string_pretty(&report).context("failed to render report.json")?;

@@ -23,6 +23,9 @@ pub struct Report {
     pub seed: u64,
     /// `--crash`.
     pub crash: bool,
+    /// What the writers and watchers use: the resources only one of the two versions serves, plus
+    /// ConfigMaps (the inventory client lists everything discovery advertises).
+    pub resources_under_test: Vec<String>,
     /// One entry per run, proxy on first.
     pub runs: Vec<RunReport>,
 }
@@ -315,6 +318,11 @@ impl Report {
             self.servers,
             if self.crash { ", crashing each server" } else { "" },
             self.seed
+        );
+        let _ = writeln!(
+            out,
+            "Written and watched: {}.\n",
+            self.resources_under_test.join(", ")
         );
         let header: Vec<String> = self
             .runs
