@@ -44,6 +44,11 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Every connection and every proxied watch holds a descriptor; the usual soft limit (1024) is far
+    // below what a busy apiserver needs. Raise it to the hard limit, as Go's runtime does at start-up.
+    if let Err(err) = rlimit::increase_nofile_limit(u64::MAX) {
+        tracing::warn!(error = %err, "could not raise the open-files limit");
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -503,6 +503,15 @@ fn server_tls_config(options: &ServerOptions) -> Result<ServerConfig, ServerErro
     Ok(config)
 }
 
+/// Go's `http.Server` accept back-off bounds.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
+/// See [`ACCEPT_BACKOFF_MIN`].
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// kube-apiserver's `ReadHeaderTimeout` (`secure_serving.go`: 32 s, just below the request timeout's
+/// upper bound).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
@@ -511,6 +520,7 @@ async fn accept_loop(
     crash: CancellationToken,
 ) {
     let mut connections = JoinSet::new();
+    let mut accept_delay = Duration::ZERO;
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -518,8 +528,23 @@ async fn accept_loop(
             () = crash.cancelled() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        let Ok((tcp, remote_addr)) = accepted else {
-            continue;
+        let (tcp, remote_addr) = match accepted {
+            Ok(accepted) => {
+                accept_delay = Duration::ZERO;
+                accepted
+            }
+            Err(err) => {
+                // Out of descriptors (EMFILE) and the like: back off as Go's http.Server does (5 ms,
+                // doubling up to 1 s) instead of spinning on an accept that keeps failing.
+                accept_delay = (accept_delay * 2).clamp(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
+                tracing::warn!(error = %err, retry_in = ?accept_delay, "accept failed");
+                tokio::select! {
+                    () = tokio::time::sleep(accept_delay) => {}
+                    () = cancel.cancelled() => break,
+                    () = crash.cancelled() => break,
+                }
+                continue;
+            }
         };
         // Watch events are small writes that must leave at once (Nagle would hold them ~40 ms).
         let _ = tcp.set_nodelay(true);
@@ -543,7 +568,13 @@ async fn accept_loop(
                 req.extensions_mut().insert(info.clone());
                 req.map(Body::new)
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            // kube-apiserver's ReadHeaderTimeout: a client that never finishes its request headers is
+            // cut off instead of holding a connection for good.
+            builder
+                .http1()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
             let conn =
                 builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             tokio::pin!(conn);

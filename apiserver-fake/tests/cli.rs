@@ -124,3 +124,37 @@ fn the_demo_cluster_starts_writes_its_manifest_and_stops_on_sigterm() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn the_binary_raises_its_open_files_soft_limit_to_the_hard_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let binary = env!("CARGO_BIN_EXE_apiserver-fake");
+    // Started as a shell with a low soft limit would start it.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256 && exec '{binary}' cluster --port 0 --dir '{}'",
+            dir.path().display()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let manifest = dir.path().join("cluster.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !manifest.exists() {
+        assert!(std::time::Instant::now() < deadline, "cluster.json not written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).expect("limits");
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (soft, hard) = (fields[3], fields[4]);
+    assert_eq!(soft, hard, "{line}");
+    assert_ne!(soft, "256", "{line}");
+}

@@ -73,6 +73,19 @@ pub struct RequestInfo {
 }
 
 impl RequestInfo {
+    /// Whether the request is long-running (kube-apiserver's `BasicLongRunningRequestCheck` with
+    /// its verbs `watch`, `proxy` and subresources `attach`, `exec`, `proxy`, `log`,
+    /// `portforward`): such requests are exempt from the request timeout and may stay open for
+    /// hours.
+    pub fn is_long_running(&self) -> bool {
+        matches!(self.verb.as_str(), "watch" | "proxy")
+            || (self.is_resource_request
+                && matches!(
+                    self.subresource.as_str(),
+                    "attach" | "exec" | "proxy" | "log" | "portforward"
+                ))
+    }
+
     /// Derives the RequestInfo of a request from its method and URI.
     ///
     /// Mirrors `RequestInfoFactory.NewRequestInfo`; the only error is upstream's
@@ -345,6 +358,30 @@ mod tests {
         let method = http::Method::from_bytes(method.as_bytes()).unwrap();
         let uri: http::Uri = url.parse().unwrap();
         RequestInfo::from_parts(&method, &uri).unwrap()
+    }
+
+    #[test]
+    fn long_running_requests_are_kube_apiservers() {
+        for (method, url) in [
+            ("GET", "/api/v1/namespaces/default/pods?watch=true"),
+            ("GET", "/apis/batch/v1/watch/jobs"),
+            ("GET", "/api/v1/namespaces/default/pods/p/log?follow=true"),
+            ("POST", "/api/v1/namespaces/default/pods/p/exec"),
+            ("GET", "/api/v1/namespaces/default/pods/p/portforward"),
+            ("GET", "/api/v1/namespaces/default/services/s/proxy/x"),
+            ("GET", "/api/v1/proxy/namespaces/default/pods/p"),
+        ] {
+            assert!(info(method, url).is_long_running(), "{method} {url}");
+        }
+        for (method, url) in [
+            ("GET", "/api/v1/namespaces/default/pods"),
+            ("GET", "/apis/batch/v1/namespaces/default/jobs/j/status"),
+            ("POST", "/apis/batch/v1/namespaces/default/jobs"),
+            ("GET", "/api/v1/namespaces/default/pods?watch=false"),
+            ("GET", "/apis"),
+        ] {
+            assert!(!info(method, url).is_long_running(), "{method} {url}");
+        }
     }
 
     /// Upstream `TestGetAPIRequestInfo` success cases (the prefix column corrected: upstream

@@ -21,6 +21,7 @@ use rustls_pki_types::ServerName;
 
 use crate::body::BoxError;
 use crate::peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
+use crate::request_info::RequestInfo;
 
 /// The request body type sent to peers: any `Bytes` body, boxed.
 pub type PeerRequestBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -28,10 +29,22 @@ pub type PeerRequestBody = UnsyncBoxBody<Bytes, BoxError>;
 /// Go's default dial timeout (`net.Dialer{Timeout: 30 * time.Second}` in client-go).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A cheap-to-clone HTTPS client for peer requests (connection pool shared by clones).
+type PeerClient = Client<HttpsConnector<HttpConnector>, PeerRequestBody>;
+
+/// A cheap-to-clone HTTPS client for peer requests (connection pools shared by clones).
+///
+/// Two pools: ordinary requests share one HTTP/2 connection per peer (HTTP/1.1 if the peer offers
+/// nothing else); long-running requests ([`RequestInfo::is_long_running`]: watches, logs, exec…)
+/// each get an HTTP/1.1 connection of their own. An HTTP/2 connection carries at most the peer's
+/// `SETTINGS_MAX_CONCURRENT_STREAMS` (kube-apiserver: 100 to 1000; hyper: 200) at once, and
+/// hyper-util's pool never opens a second one to the same peer, so watches sharing it would
+/// starve every other proxied request once they reach the limit. (Go's HTTP/2 transport opens
+/// another connection instead; a connection per long-running request is what client-go gets
+/// over HTTP/1.1.)
 #[derive(Clone)]
 pub struct PeerTransport {
-    client: Client<HttpsConnector<HttpConnector>, PeerRequestBody>,
+    client: PeerClient,
+    long_running: PeerClient,
 }
 
 impl std::fmt::Debug for PeerTransport {
@@ -57,23 +70,31 @@ impl PeerTransport {
             .map_err(|_| PeerTlsError::InvalidServerName(server_name.to_owned()))?;
         // hyper-rustls asserts an empty list and then sets its own.
         config.alpn_protocols.clear();
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        http.set_nodelay(true);
-        let https = HttpsConnectorBuilder::new()
-            .with_tls_config(config)
-            .https_only()
-            .with_server_name_resolver(FixedServerNameResolver::new(name))
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .timer(TokioTimer::new())
-            .build(https);
-        Ok(Self { client })
+        let client = |config: rustls::ClientConfig, http2: bool| {
+            let mut http = HttpConnector::new();
+            http.enforce_http(false);
+            http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+            http.set_nodelay(true);
+            let builder = HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_only()
+                .with_server_name_resolver(FixedServerNameResolver::new(name.clone()))
+                .enable_http1();
+            let https = if http2 {
+                builder.enable_http2().wrap_connector(http)
+            } else {
+                builder.wrap_connector(http)
+            };
+            Client::builder(TokioExecutor::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .timer(TokioTimer::new())
+                .build(https)
+        };
+        Ok(Self {
+            client: client(config.clone(), true),
+            long_running: client(config, false),
+        })
     }
 
     /// Sends a request prepared by [`crate::forward::prepare_request`]; the response body
@@ -86,14 +107,23 @@ impl PeerTransport {
     /// Failures to connect are never repeated.
     pub async fn send(&self, req: Request<PeerRequestBody>) -> Result<Response<Incoming>, TransportError> {
         let endpoint = req.uri().authority().map(ToString::to_string).unwrap_or_default();
+        let client = if req
+            .extensions()
+            .get::<RequestInfo>()
+            .is_some_and(RequestInfo::is_long_running)
+        {
+            &self.long_running
+        } else {
+            &self.client
+        };
         let replay = replayable_copy(&req);
-        match self.client.request(req).await {
+        match client.request(req).await {
             Ok(resp) => Ok(resp),
             Err(err) if err.is_connect() => Err(TransportError::new(err, &endpoint)),
             Err(err) => match replay {
                 Some(again) => {
                     tracing::debug!(error = %err, "peer connection failed before a response; retrying once");
-                    self.client
+                    client
                         .request(again)
                         .await
                         .map_err(|e| TransportError::new(e, &endpoint))
