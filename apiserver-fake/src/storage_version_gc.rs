@@ -69,7 +69,6 @@ pub async fn collect_orphaned_entries(store: &dyn Store, now: &str) -> Vec<Strin
         .filter_map(|l| l.pointer("/metadata/name").and_then(Value::as_str))
         .collect();
     let mut removed = HashSet::new();
-    let mut confirmed_gone: HashSet<String> = HashSet::new();
     for object in &objects {
         let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str) else {
             continue;
@@ -79,9 +78,10 @@ pub async fn collect_orphaned_entries(store: &dyn Store, now: &str) -> Vec<Strin
             if live.contains(id.as_str()) {
                 continue;
             }
-            // Re-check the store: the server may have written its lease since the list.
-            if confirmed_gone.contains(&id) || !has_identity_lease(store, &id).await {
-                confirmed_gone.insert(id.clone());
+            // Re-check the store right before acting, for every object (as upstream re-reads the
+            // lease before collecting): a restarted server may have written its lease, and then its
+            // entries, since the list; a verdict kept for the whole pass would remove those.
+            if !has_identity_lease(store, &id).await {
                 orphans.push(id);
             }
         }
