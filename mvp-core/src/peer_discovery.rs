@@ -20,35 +20,34 @@ pub const IDENTITY_LEASE_LABEL: (&str, &str) = ("apiserver.kubernetes.io/identit
 /// A (group, version) pair, used to exclude local CRD/APIService group versions.
 pub type GroupVersion = (String, String);
 
-/// Every GVR listed in an aggregated discovery document (`APIGroupDiscoveryList` JSON;
-/// `metadata.name` is the group, `""` for the core group).
-pub fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
-    let mut out = HashSet::new();
-    for group in list.get("items").and_then(Value::as_array).into_iter().flatten() {
+/// Every resource entry of an aggregated discovery document (`APIGroupDiscoveryList` JSON;
+/// `metadata.name` is the group, `""` for the core group), with its group and version.
+pub fn discovery_resources(list: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
+    array(list.get("items")).flat_map(move |group| {
         let name = group
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        for version in group
-            .get("versions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        array(group.get("versions")).flat_map(move |version| {
             let v = version.get("version").and_then(Value::as_str).unwrap_or("");
-            for resource in version
-                .get("resources")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(r) = resource.get("resource").and_then(Value::as_str) {
-                    out.insert(GroupVersionResource::new(name, v, r));
-                }
-            }
-        }
-    }
-    out
+            array(version.get("resources")).map(move |resource| (name, v, resource))
+        })
+    })
+}
+
+/// The elements of a JSON array, none if `value` is missing or not an array.
+fn array(value: Option<&Value>) -> impl Iterator<Item = &Value> {
+    value.and_then(Value::as_array).into_iter().flatten()
+}
+
+/// Every GVR listed in an aggregated discovery document (see [`discovery_resources`]).
+pub fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
+    discovery_resources(list)
+        .filter_map(|(group, version, resource)| {
+            let r = resource.get("resource").and_then(Value::as_str)?;
+            Some(GroupVersionResource::new(group, version, r))
+        })
+        .collect()
 }
 
 /// Whether a Lease (JSON) is a valid *peer* identity lease for the server `own_id`: it has

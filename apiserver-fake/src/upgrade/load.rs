@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ledger::{Answer, Ledger, RequestKind, RequestRecord, WriteRecord};
 use super::plan::TargetResource;
+use mvp_core::peer_discovery::discovery_resources;
 
 /// What kubectl and the garbage collector send for aggregated discovery.
 const AGGREGATED_DISCOVERY: &str =
@@ -221,6 +222,19 @@ impl Load {
         Some(Reply { answer, body })
     }
 
+    /// A GET of a resource path through the balancer, recorded.
+    async fn get(&self, cancel: &CancellationToken, path: &str, target: &TargetResource) -> Option<Reply> {
+        self.send(
+            cancel,
+            Method::GET,
+            path,
+            RequestKind::Resource,
+            Some(target),
+            None,
+        )
+        .await
+    }
+
     /// The garbage collector's pattern: aggregated discovery, then a list of every listable resource
     /// it advertises, again and again.
     pub async fn run_inventory(self: Arc<Self>, cancel: CancellationToken) {
@@ -239,18 +253,7 @@ impl Load {
             }
             for target in &resources {
                 let path = target.collection_path().replace("/namespaces/default", "");
-                if self
-                    .send(
-                        &cancel,
-                        Method::GET,
-                        &path,
-                        RequestKind::Resource,
-                        Some(target),
-                        None,
-                    )
-                    .await
-                    .is_none()
-                {
+                if self.get(&cancel, &path, target).await.is_none() {
                     return;
                 }
             }
@@ -372,17 +375,7 @@ impl Load {
             let rv = match resume.clone() {
                 Some(rv) => rv,
                 None => {
-                    let Some(reply) = self
-                        .send(
-                            &cancel,
-                            Method::GET,
-                            &path,
-                            RequestKind::Resource,
-                            Some(&target),
-                            None,
-                        )
-                        .await
-                    else {
+                    let Some(reply) = self.get(&cancel, &path, &target).await else {
                         return;
                     };
                     let listed = reply.ok().then(|| reply.json()).flatten();
@@ -555,17 +548,7 @@ impl Load {
     ) -> Result<Option<u64>, ()> {
         let path = format!("{}/{name}", target.collection_path());
         for _ in 0..20 {
-            let reply = self
-                .send(
-                    cancel,
-                    Method::GET,
-                    &path,
-                    RequestKind::Resource,
-                    Some(target),
-                    None,
-                )
-                .await
-                .ok_or(())?;
+            let reply = self.get(cancel, &path, target).await.ok_or(())?;
             match reply.answer {
                 Answer::Status(200) => {
                     let generation = reply
@@ -596,47 +579,27 @@ enum WatchEnd {
 
 /// Every listable resource (no subresources) an aggregated discovery document advertises.
 fn listable(list: &Value) -> Vec<TargetResource> {
-    let mut out = Vec::new();
-    for group in list.get("items").and_then(Value::as_array).into_iter().flatten() {
-        let name = group
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        for version in group
-            .get("versions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let v = version.get("version").and_then(Value::as_str).unwrap_or("");
-            for resource in version
-                .get("resources")
+    discovery_resources(list)
+        .filter(|(_, _, resource)| {
+            resource
+                .get("verbs")
                 .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let lists = resource
-                    .get("verbs")
-                    .and_then(Value::as_array)
-                    .is_some_and(|verbs| verbs.iter().any(|x| x == "list"));
-                let (Some(plural), true) = (resource.get("resource").and_then(Value::as_str), lists) else {
-                    continue;
-                };
-                out.push(TargetResource {
-                    group: name.to_owned(),
-                    version: v.to_owned(),
-                    resource: plural.to_owned(),
-                    kind: resource
-                        .pointer("/responseKind/kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    namespaced: resource.get("scope").and_then(Value::as_str) == Some("Namespaced"),
-                });
-            }
-        }
-    }
-    out
+                .is_some_and(|verbs| verbs.iter().any(|x| x == "list"))
+        })
+        .filter_map(|(group, version, resource)| {
+            Some(TargetResource {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                resource: resource.get("resource").and_then(Value::as_str)?.to_owned(),
+                kind: resource
+                    .pointer("/responseKind/kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                namespaced: resource.get("scope").and_then(Value::as_str) == Some("Namespaced"),
+            })
+        })
+        .collect()
 }
 
 /// A minimal object of `target` named `name`, labelled with its write generation.
