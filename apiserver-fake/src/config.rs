@@ -144,6 +144,12 @@ pub struct ServerFlags {
     /// or StorageVersion change.
     #[arg(long, default_value_t = 60)]
     pub storage_version_gc_period_seconds: u64,
+    /// An optional field indicating the duration a handler must keep a request open before timing it
+    /// out. This is the default request timeout for requests but may be overridden by flags such as
+    /// --min-request-timeout for specific types of requests. (kube-apiserver's flag and default; a Go
+    /// duration such as `1m0s`.)
+    #[arg(long, default_value = "1m0s")]
+    pub request_timeout: String,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -188,6 +194,8 @@ pub struct ServerOptions {
     pub gv_exclusion_grace_period: Duration,
     /// Period of the StorageVersion garbage collector's full pass.
     pub storage_version_gc_period: Duration,
+    /// `--request-timeout`: the deadline of every request that is not long-running.
+    pub request_timeout: Duration,
     /// The parsed `--authorization-mode`.
     pub authorizer: crate::authorization::Authorizer,
 }
@@ -383,6 +391,16 @@ impl ServerFlags {
                 "--peer-endpoint-refresh-seconds must be less than --peer-endpoint-ttl-seconds".to_owned(),
             ));
         }
+        let request_timeout = match go_duration(&self.request_timeout) {
+            Some(timeout) if !timeout.is_zero() => timeout,
+            _ => {
+                return Err(ConfigError::InvalidValue {
+                    flag: "request-timeout",
+                    value: self.request_timeout.clone(),
+                    reason: "must be a positive duration such as 1m0s".to_owned(),
+                });
+            }
+        };
         let hostname = match &self.hostname {
             Some(h) => h.clone(),
             None => machine_hostname(),
@@ -409,6 +427,7 @@ impl ServerFlags {
             local_discovery_refresh: Duration::from_secs(self.local_discovery_refresh_seconds),
             gv_exclusion_grace_period: Duration::from_secs(self.gv_exclusion_grace_period_seconds),
             storage_version_gc_period: Duration::from_secs(self.storage_version_gc_period_seconds),
+            request_timeout,
             authorizer: crate::authorization::Authorizer::from_flag(&self.authorization_mode)?,
         })
     }
@@ -455,4 +474,10 @@ fn machine_hostname() -> String {
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// A Go duration (`time.ParseDuration`: `1m0s`, `500ms`, `1h30m`); `None` if malformed or negative.
+pub fn go_duration(text: &str) -> Option<Duration> {
+    let nanos = go_parse_duration::parse_duration(text).ok()?;
+    u64::try_from(nanos).ok().map(Duration::from_nanos)
 }

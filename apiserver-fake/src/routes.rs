@@ -1,6 +1,6 @@
 //! The handler chain of one server, read top to bottom as a request travels it:
-//! authentication → authorization → request info → (the MVP filter) → local routing
-//! (health, `/version`, `/metrics`, discovery, resources) → storage.
+//! authentication → authorization → request info → request deadline → (the MVP filter) → local
+//! routing (health, `/version`, `/metrics`, discovery, resources) → storage.
 //!
 //! Like kube-apiserver, the MVP filter sits after authentication and authorization (spec §1.1), so 401 and
 //! 403 are always answered by the server the client talked to, and in front of local routing, so it sees
@@ -8,6 +8,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -54,7 +55,8 @@ pub fn handler_chain(
         .with_state(state.clone());
     let front = ServiceBuilder::new()
         .layer(from_fn_with_state((authenticator, state.clone()), authenticate))
-        .layer(from_fn_with_state(state, record_and_classify));
+        .layer(from_fn_with_state(state.clone(), record_and_classify))
+        .layer(from_fn_with_state(state, request_deadline));
     match mvp {
         Some(mvp) => BoxCloneSyncService::new(
             front
@@ -63,6 +65,52 @@ pub fn handler_chain(
                 .service(router),
         ),
         None => BoxCloneSyncService::new(front.service(router)),
+    }
+}
+
+/// Between authorization and the MVP filter, the request deadline (kube-apiserver's `WithRequestDeadline` and
+/// `WithTimeoutForNonLongRunningRequests`): a request that is not long-running must be answered
+/// within `--request-timeout`, or within its `?timeout=` if that is shorter (`0s`: the server's),
+/// else it gets upstream's 504 `Timeout` Status. It wraps the MVP filter, so a hung peer cannot
+/// hold a proxied request for ever. The deadline ends with the response headers: a body still
+/// streaming (a proxied list, say) is not cut.
+async fn request_deadline(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
+    let long_running = req
+        .extensions()
+        .get::<RequestInfo>()
+        .is_some_and(RequestInfo::is_long_running);
+    if long_running {
+        return next.run(req).await;
+    }
+    let maximum = state.options.request_timeout;
+    let requested = form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "timeout")
+        .map(|(_, value)| value.into_owned())
+        .filter(|value| !value.is_empty());
+    let timeout = match requested {
+        None => maximum,
+        // Zero or negative: no timeout of the client's own, so the server's.
+        Some(value) => match go_parse_duration::parse_duration(&value) {
+            Ok(nanos) => u64::try_from(nanos)
+                .ok()
+                .map(Duration::from_nanos)
+                .filter(|t| !t.is_zero() && *t < maximum)
+                .unwrap_or(maximum),
+            Err(_) => {
+                return Status::bad_request(format!(
+                    "invalid timeout specified in the request URL - time: invalid duration {value:?}"
+                ))
+                .into_response();
+            }
+        },
+    };
+    match tokio::time::timeout(timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => Status::timeout(
+            "request did not complete within requested timeout - context deadline exceeded",
+            0,
+        )
+        .into_response(),
     }
 }
 

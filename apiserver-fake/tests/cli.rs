@@ -65,6 +65,8 @@ fn bad_values_give_one_line_errors() {
         vec![TLS[0], TLS[1], "--authorization-mode=Bogus"],
         vec![TLS[0], TLS[1], "--authorization-mode=RBAC"],
         vec![TLS[0], TLS[1], "--authorization-mode=AlwaysDeny,AlwaysDeny"],
+        vec![TLS[0], TLS[1], "--request-timeout=forever"],
+        vec![TLS[0], TLS[1], "--request-timeout=0s"],
         vec!["--secure-port=6443"],
         vec![TLS[0], TLS[1], "--secure-port=0", "--bind-address=127.0.0.1"],
     ] {

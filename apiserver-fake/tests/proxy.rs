@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use http::{Method, StatusCode};
 use http_body_util::BodyStream;
-use support::{JOBS, TestClient, cluster, job, seed_members, wait_for_proxy};
+use support::{JOBS, TestClient, cluster, eventually, job, seed_members, wait_for_proxy};
 
 #[tokio::test]
 async fn jobs_are_served_through_the_server_that_lacks_batch_v1() {
@@ -261,4 +261,66 @@ async fn a_proxy_certificate_with_a_disallowed_cn_is_rejected_by_the_peer() {
     assert_ne!(reply.status, StatusCode::OK);
     let log = cluster.servers[1].1.state().requests.snapshot();
     assert!(log.iter().all(|r| r.user.name != "system:apiserver"), "{log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_request_to_a_hung_peer_times_out_with_504() {
+    let cluster = cluster(seed_members(&["--request-timeout=3s"], &[])).await;
+    let a = TestClient::admin(&cluster, 0);
+    wait_for_proxy(&a).await;
+    // b's address now leads to a socket that accepts connections and never answers (a hung peer).
+    let hole = tokio::net::TcpListener::bind("127.0.0.3:0").await.unwrap();
+    let b_id = cluster.servers[1].1.server_id().to_owned();
+    cluster
+        .store
+        .put_internal(
+            &format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX),
+            apiserver_fake::peer_endpoint::endpoint_record(&b_id, hole.local_addr().unwrap()),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let a_endpoints = cluster.servers[0]
+        .1
+        .state()
+        .proxy_endpoints
+        .get()
+        .unwrap()
+        .clone();
+    let hole_addr = hole.local_addr().unwrap().to_string();
+    eventually(
+        "a's endpoint cache to take the new address",
+        Duration::from_secs(5),
+        || async { (a_endpoints.endpoint(&b_id).as_deref() == Some(hole_addr.as_str())).then_some(()) },
+    )
+    .await;
+
+    for (path, within) in [
+        (format!("{JOBS}?timeout=500ms"), Duration::from_millis(2500)),
+        (JOBS.to_owned(), Duration::from_secs(5)),
+    ] {
+        let started = std::time::Instant::now();
+        let reply = a.get(&path).await;
+        let took = started.elapsed();
+        assert_eq!(
+            reply.status,
+            StatusCode::GATEWAY_TIMEOUT,
+            "{path}: {}",
+            reply.text()
+        );
+        let status = reply.json();
+        assert_eq!(
+            status["message"],
+            "Timeout: request did not complete within requested timeout - context deadline exceeded"
+        );
+        assert_eq!(status["reason"], "Timeout");
+        assert!(took < within, "{path} answered after {took:?}");
+    }
+    let bad = a.get(&format!("{JOBS}?timeout=soon")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        bad.json()["message"],
+        "invalid timeout specified in the request URL - time: invalid duration \"soon\""
+    );
+    drop(hole);
 }
