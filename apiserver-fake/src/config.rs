@@ -150,6 +150,14 @@ pub struct ServerFlags {
     /// duration such as `1m0s`.)
     #[arg(long, default_value = "1m0s")]
     pub request_timeout: String,
+    /// The maximum number of non-mutating requests in flight at a given time. When the server exceeds
+    /// this, it rejects requests. Zero for no limit. (kube-apiserver's flag and default.)
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// The maximum number of mutating requests in flight at a given time. When the server exceeds
+    /// this, it rejects requests. Zero for no limit. (kube-apiserver's flag and default.)
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
 }
 
 /// Values of `--peer-resolution-mode`.

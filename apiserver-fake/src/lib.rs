@@ -31,6 +31,7 @@ pub mod discovery;
 pub mod gv_exclusion;
 pub mod identity;
 pub mod impersonation;
+pub mod inflight;
 pub mod informer;
 pub mod lease;
 pub mod lease_gc;

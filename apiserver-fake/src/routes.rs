@@ -75,6 +75,14 @@ pub fn handler_chain(
 /// hold a proxied request for ever. The deadline ends with the response headers: a body still
 /// streaming (a proxied list, say) is not cut.
 async fn request_deadline(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
+    // kube-apiserver's max-in-flight filter runs just outside the deadline (see `crate::inflight`).
+    let _slot = match state.inflight.admit(
+        req.extensions().get::<RequestInfo>(),
+        req.extensions().get::<UserInfo>(),
+    ) {
+        Ok(slot) => slot,
+        Err(too_many) => return too_many.into_response(),
+    };
     let long_running = req
         .extensions()
         .get::<RequestInfo>()

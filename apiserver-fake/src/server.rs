@@ -128,6 +128,8 @@ pub struct ServerState {
     pub served: watch::Receiver<Arc<ServedApis>>,
     /// Set once the identity lease is published (`/readyz`).
     pub ready: AtomicBool,
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight` (`None`: no limit).
+    pub inflight: crate::inflight::InFlightLimits,
     /// Set once this server's peer endpoint record is first written (gate on): until then no peer
     /// can reach it, so `/readyz` waits for it too.
     pub peer_endpoint_published: AtomicBool,
@@ -372,6 +374,10 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     discovery.peer_aggregated = peer_aggregated
         .clone()
         .map(|h| h as Arc<dyn crate::discovery::PeerAggregatedDiscovery>);
+    let inflight = crate::inflight::InFlightLimits::new(
+        options.flags.max_requests_inflight,
+        options.flags.max_mutating_requests_inflight,
+    );
     let state = Arc::new(ServerState {
         proxy_resolver: std::sync::OnceLock::new(),
         proxy_readiness: std::sync::OnceLock::new(),
@@ -387,6 +393,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         served,
         ready: AtomicBool::new(false),
         peer_endpoint_published: AtomicBool::new(false),
+        inflight,
         requests: RequestLog::default(),
         local_addr,
     });

@@ -268,33 +268,7 @@ async fn a_proxied_request_to_a_hung_peer_times_out_with_504() {
     let cluster = cluster(seed_members(&["--request-timeout=3s"], &[])).await;
     let a = TestClient::admin(&cluster, 0);
     wait_for_proxy(&a).await;
-    // b's address now leads to a socket that accepts connections and never answers (a hung peer).
-    let hole = tokio::net::TcpListener::bind("127.0.0.3:0").await.unwrap();
-    let b_id = cluster.servers[1].1.server_id().to_owned();
-    cluster
-        .store
-        .put_internal(
-            &format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX),
-            apiserver_fake::peer_endpoint::endpoint_record(&b_id, hole.local_addr().unwrap()),
-            Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
-    let a_endpoints = cluster.servers[0]
-        .1
-        .state()
-        .proxy_endpoints
-        .get()
-        .unwrap()
-        .clone();
-    let hole_addr = hole.local_addr().unwrap().to_string();
-    eventually(
-        "a's endpoint cache to take the new address",
-        Duration::from_secs(5),
-        || async { (a_endpoints.endpoint(&b_id).as_deref() == Some(hole_addr.as_str())).then_some(()) },
-    )
-    .await;
-
+    let hole = hang_peer(&cluster).await;
     for (path, within) in [
         (format!("{JOBS}?timeout=500ms"), Duration::from_millis(2500)),
         (JOBS.to_owned(), Duration::from_secs(5)),
@@ -323,4 +297,85 @@ async fn a_proxied_request_to_a_hung_peer_times_out_with_504() {
         "invalid timeout specified in the request URL - time: invalid duration \"soon\""
     );
     drop(hole);
+}
+
+/// Points `a`'s view of `b` at a socket that accepts connections and never answers: a hung peer.
+/// Keep the listener alive as long as the peer should hang.
+async fn hang_peer(cluster: &apiserver_fake::cluster::Cluster) -> tokio::net::TcpListener {
+    let hole = tokio::net::TcpListener::bind("127.0.0.3:0").await.unwrap();
+    let b_id = cluster.servers[1].1.server_id().to_owned();
+    cluster
+        .store
+        .put_internal(
+            &format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX),
+            apiserver_fake::peer_endpoint::endpoint_record(&b_id, hole.local_addr().unwrap()),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let a_endpoints = cluster.servers[0]
+        .1
+        .state()
+        .proxy_endpoints
+        .get()
+        .unwrap()
+        .clone();
+    let hole_addr = hole.local_addr().unwrap().to_string();
+    eventually(
+        "a's endpoint cache to take the new address",
+        Duration::from_secs(5),
+        || async { (a_endpoints.endpoint(&b_id).as_deref() == Some(hole_addr.as_str())).then_some(()) },
+    )
+    .await;
+
+    hole
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_max_requests_inflight_gets_429_except_for_system_masters() {
+    let cluster = cluster(seed_members(
+        &["--max-requests-inflight=1", "--request-timeout=3s"],
+        &[],
+    ))
+    .await;
+    let a = TestClient::admin(&cluster, 0);
+    wait_for_proxy(&a).await;
+    let jane_cert = cluster
+        .pki()
+        .issue_client_cert(certs::Issuer::ClusterCa, "jane", &[])
+        .unwrap();
+    let (cert, key) = (cluster.dir.join("jane.crt"), cluster.dir.join("jane.key"));
+    jane_cert.write_to(&cert, &key).unwrap();
+    let jane = TestClient::new(
+        &cluster.servers[0].1.url(),
+        &cluster.dir.join("ca.crt"),
+        Some((&cert, &key)),
+    );
+    let _hole = hang_peer(&cluster).await;
+    // Jane's proxied list hangs on the peer and holds a's only read-only slot until it times out.
+    let hung = tokio::spawn({
+        let jane = jane.clone();
+        async move { jane.get(JOBS).await.status }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = jane.get("/api/v1/namespaces").await;
+    assert_eq!(
+        refused.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        refused.text()
+    );
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert_eq!(refused.text(), "Too many requests, please try again later.\n");
+    assert_eq!(
+        a.get("/api/v1/namespaces").await.status,
+        StatusCode::OK,
+        "system:masters is never limited"
+    );
+    assert_eq!(hung.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        jane.get("/api/v1/namespaces").await.status,
+        StatusCode::OK,
+        "the slot is free again"
+    );
 }
