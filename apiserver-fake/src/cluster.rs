@@ -153,6 +153,10 @@ pub async fn start_cluster(
     members: Vec<MemberSpec>,
     port: u16,
 ) -> anyhow::Result<Cluster> {
+    if let Some(dir) = &dir {
+        // A previous run's manifest would tell a waiting script that this cluster is up.
+        remove_manifest(dir)?;
+    }
     let cluster = launch_cluster(dir, members, port).await?;
     cluster
         .wait_until_peers_know_each_other(Duration::from_secs(10))
@@ -222,6 +226,17 @@ pub async fn launch_cluster(
         pki,
         _tempdir: tempdir,
     })
+}
+
+/// Removes `DIR/cluster.json` if it exists.
+fn remove_manifest(dir: &Path) -> anyhow::Result<()> {
+    let path = dir.join("cluster.json");
+    match std::fs::remove_file(&path) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            Err(err).with_context(|| format!("failed to remove {}", path.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes `contents` to `path` through a temporary file in the same directory renamed over it, so
@@ -454,6 +469,8 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     );
     println!("press Ctrl-C to stop");
     signal.await;
+    // Gone before the servers are: a script never finds the manifest of a cluster that is stopping.
+    remove_manifest(&cluster.dir)?;
     cluster.shutdown().await;
     Ok(())
 }

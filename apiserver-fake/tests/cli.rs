@@ -13,6 +13,17 @@ fn run(args: &[&str]) -> (bool, String) {
     )
 }
 
+/// Waits (20 s at most) for the demo's `cluster.json` in `dir`, as a script would; returns its path.
+fn wait_for_manifest(dir: &std::path::Path) -> std::path::PathBuf {
+    let manifest = dir.join("cluster.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !manifest.exists() {
+        assert!(std::time::Instant::now() < deadline, "cluster.json not written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    manifest
+}
+
 const TLS: [&str; 2] = [
     "--tls-cert-file=/nonexistent.crt",
     "--tls-private-key-file=/nonexistent.key",
@@ -88,12 +99,7 @@ fn the_demo_cluster_starts_writes_its_manifest_and_stops_on_sigterm() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawns");
-    let manifest = dir.path().join("cluster.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !manifest.exists() {
-        assert!(std::time::Instant::now() < deadline, "cluster.json not written");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let manifest = wait_for_manifest(dir.path());
     let cluster: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
     let names: Vec<&str> = cluster["servers"]
@@ -125,6 +131,10 @@ fn the_demo_cluster_starts_writes_its_manifest_and_stops_on_sigterm() {
         assert!(std::time::Instant::now() < deadline, "did not stop on SIGTERM");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    assert!(
+        !manifest.exists(),
+        "a stopped cluster leaves no cluster.json behind"
+    );
 }
 
 #[test]
@@ -142,12 +152,7 @@ fn the_binary_raises_its_open_files_soft_limit_to_the_hard_limit() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawns");
-    let manifest = dir.path().join("cluster.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !manifest.exists() {
-        assert!(std::time::Instant::now() < deadline, "cluster.json not written");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_manifest(dir.path());
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).expect("limits");
     let _ = child.kill();
     let _ = child.wait();

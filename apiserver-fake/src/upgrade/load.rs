@@ -440,52 +440,39 @@ impl Load {
             target.version.clone(),
             target.resource.clone(),
         ));
-        let resp = tokio::select! {
-            () = cancel.cancelled() => return WatchEnd::Cancelled,
-            resp = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(req)) => resp,
-        };
-        let resp = match resp {
-            Ok(Ok(resp)) => resp,
-            _ => {
-                self.ledger.request(RequestRecord {
-                    start,
-                    end: self.now(),
-                    server,
-                    kind: RequestKind::Watch,
-                    gvr,
-                    answer: Answer::Transport,
-                    route_404: false,
-                });
-                return self.retry_later(cancel, rv).await;
-            }
-        };
-        let status = resp.status();
-        let mut body = resp.into_body();
-        if status != StatusCode::OK {
-            let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let record = |answer: Answer, route_404: bool| {
             self.ledger.request(RequestRecord {
                 start,
                 end: self.now(),
                 server,
                 kind: RequestKind::Watch,
-                gvr,
-                answer: Answer::Status(status.as_u16()),
-                route_404: status == StatusCode::NOT_FOUND && is_route_404(&text),
+                gvr: gvr.clone(),
+                answer,
+                route_404,
             });
+        };
+        let resp = tokio::select! {
+            () = cancel.cancelled() => return WatchEnd::Cancelled,
+            resp = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(req)) => resp,
+        };
+        let Ok(Ok(resp)) = resp else {
+            record(Answer::Transport, false);
+            return self.retry_later(cancel, rv).await;
+        };
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if status != StatusCode::OK {
+            let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            record(
+                Answer::Status(status.as_u16()),
+                status == StatusCode::NOT_FOUND && is_route_404(&text),
+            );
             if status == StatusCode::GONE {
                 return WatchEnd::Relist(rv.to_owned());
             }
             return self.retry_later(cancel, rv).await;
         }
-        self.ledger.request(RequestRecord {
-            start,
-            end: self.now(),
-            server,
-            kind: RequestKind::Watch,
-            gvr,
-            answer: Answer::Status(200),
-            route_404: false,
-        });
+        record(Answer::Status(200), false);
         let mut last = rv.to_owned();
         let mut buffer: Vec<u8> = Vec::new();
         loop {
