@@ -9,45 +9,13 @@
 
 use std::time::{Duration, Instant};
 
-use apiserver_fake::cluster::{Cluster, Preset, start_cluster};
+use apiserver_fake::cluster::{Preset, start_cluster};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{Method, Request};
 use http_body_util::{BodyExt, BodyStream, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-fn client(cluster: &Cluster) -> HttpsClient {
-    let dir = &cluster.dir;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(dir.join("ca.crt")).expect("ca") {
-        roots.add(cert.expect("ca cert")).expect("root");
-    }
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("admin.crt"))
-        .expect("cert")
-        .map(|c| c.expect("cert"))
-        .collect();
-    let key = PrivateKeyDer::from_pem_file(dir.join("admin.key")).expect("key");
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .expect("client config");
-    let mut http = HttpConnector::new();
-    http.set_nodelay(true);
-    http.enforce_http(false);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_only()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
-    Client::builder(TokioExecutor::new()).build(https)
-}
+type HttpsClient = apiserver_fake::cluster::AdminClient;
 
 async fn get(client: &HttpsClient, url: &str) -> usize {
     let request = Request::builder()
@@ -141,7 +109,7 @@ fn main() {
             .wait_until_peers_know_each_other(Duration::from_secs(10))
             .await
             .expect("peers discover each other");
-        let client = client(&cluster);
+        let client = cluster.admin_client().expect("admin client");
         let (a, b) = (cluster.servers[0].1.url(), cluster.servers[1].1.url());
         let jobs = "/apis/batch/v1/namespaces/default/jobs";
         for i in 0..26 {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 
 use crate::config::{ServerFlags, ServerOptions};
@@ -115,6 +116,12 @@ impl Preset {
         }
     }
 }
+
+/// The client [`Cluster::admin_client`] builds.
+pub type AdminClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<HttpConnector>,
+    http_body_util::Full<bytes::Bytes>,
+>;
 
 /// The bearer token every demo server accepts (for HTTP load tools); its user is `admin` in
 /// `system:masters`.
@@ -420,6 +427,28 @@ impl Cluster {
     /// The cluster's PKI (clients build their TLS configuration from it).
     pub fn pki(&self) -> &certs::Pki {
         &self.pki
+    }
+
+    /// An HTTPS client of the cluster's servers presenting its admin certificate (`system:masters`)
+    /// and trusting its CA: HTTP/2 when a server offers it, and, like client-go, no Nagle delay
+    /// between a request's headers and its body.
+    pub fn admin_client(&self) -> anyhow::Result<AdminClient> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.pki.ca().cert_der())?;
+        let admin = self.pki.admin();
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(vec![admin.cert_der()], admin.key_der())?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_only()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https))
     }
 
     /// Stops the `index`th server, gracefully or by a crash (see [`RunningServer::kill`]), and takes

@@ -9,9 +9,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -19,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ledger::{Answer, Ledger, RequestKind, RequestRecord, WriteRecord};
 use super::plan::TargetResource;
+use crate::cluster::AdminClient;
 use mvp_core::peer_discovery::discovery_resources;
 
 /// What kubectl and the garbage collector send for aggregated discovery.
@@ -30,8 +28,6 @@ const DELETED: &str = "DELETED";
 
 /// No request of the load may take longer (a hang counts as a transport failure).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// The servers a load balancer spreads requests over, and which of them are in rotation.
 #[derive(Debug)]
@@ -106,7 +102,7 @@ fn is_route_404(body: &[u8]) -> bool {
 
 /// Everything the clients of one run share.
 pub struct Load {
-    client: HttpsClient,
+    client: AdminClient,
     balancer: Arc<Balancer>,
     ledger: Arc<Ledger>,
     clock: Instant,
@@ -114,37 +110,21 @@ pub struct Load {
 }
 
 impl Load {
-    /// Clients presenting `identity` (the cluster's admin), trusting `ca`.
+    /// The clients of one run, sending through `client` (the cluster's admin client).
     pub fn new(
-        ca: &certs::KeyedCert,
-        identity: &certs::KeyedCert,
+        client: AdminClient,
         balancer: Arc<Balancer>,
         ledger: Arc<Ledger>,
         clock: Instant,
         targets: Vec<TargetResource>,
-    ) -> anyhow::Result<Self> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca.cert_der())?;
-        let config = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(vec![identity.cert_der()], identity.key_der())?;
-        // Like client-go: no Nagle delay between a request's headers and its body.
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(config)
-            .https_only()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        Ok(Self {
-            client: Client::builder(TokioExecutor::new()).build(https),
+    ) -> Self {
+        Self {
+            client,
             balancer,
             ledger,
             clock,
             targets,
-        })
+        }
     }
 
     fn now(&self) -> f64 {

@@ -163,13 +163,12 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
         ledger.up(i, plan.from, 0.0);
     }
     let load = Arc::new(Load::new(
-        cluster.pki().ca(),
-        cluster.pki().admin(),
+        cluster.admin_client()?,
         balancer.clone(),
         ledger.clone(),
         clock,
         plan.targets.clone(),
-    )?);
+    ));
     let (writes_stop, watches_stop) = (CancellationToken::new(), CancellationToken::new());
     let mut clients = JoinSet::new();
     let mut watchers = JoinSet::new();
