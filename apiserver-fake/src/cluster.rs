@@ -33,6 +33,18 @@ pub struct ClusterArgs {
     /// Secure port of every server (each has its own loopback address); 0 picks free ports.
     #[arg(long, default_value_t = 6443)]
     pub port: u16,
+    /// Run every server as its own OS process on a private etcd (the `etcd` binary on PATH), its data
+    /// in DIR/etcd so that a second start with the same --dir finds the objects again. Needs a binary
+    /// built with the `etcd` feature.
+    #[arg(long, conflicts_with = "etcd_servers")]
+    pub etcd: bool,
+    /// Run every server as its own OS process on this existing etcd (comma-separated client URLs)
+    /// instead of a private one.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// The key prefix in etcd (kube-apiserver's --etcd-prefix).
+    #[arg(long, default_value = "/registry")]
+    pub etcd_prefix: String,
 }
 
 /// A named cluster layout.
@@ -128,7 +140,7 @@ pub type AdminClient = hyper_util::client::legacy::Client<
 pub const DEMO_TOKEN: &str = "kube-mvp-demo-token";
 
 /// The static token file (kube-apiserver's CSV) every demo server reads.
-const TOKEN_FILE: &str = "tokens.csv";
+pub(crate) const TOKEN_FILE: &str = "tokens.csv";
 
 /// A running cluster of fakes.
 pub struct Cluster {
@@ -181,6 +193,40 @@ pub async fn launch_cluster(
     members: Vec<MemberSpec>,
     port: u16,
 ) -> anyhow::Result<Cluster> {
+    let PreparedDir { dir, pki, tempdir } = prepare_dir(dir, &members)?;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut servers = Vec::with_capacity(members.len());
+    for member in members {
+        let options = member_options(&member, &dir, port)?;
+        let server = crate::server::start(options, store.clone())
+            .await
+            .with_context(|| format!("failed to start server {}", member.name))?;
+        servers.push((member, server));
+    }
+    for (member, server) in &servers {
+        if !server.wait_ready(Duration::from_secs(10)).await {
+            anyhow::bail!("server {} did not become ready", member.name);
+        }
+    }
+    Ok(Cluster {
+        servers,
+        store,
+        dir,
+        pki,
+        _tempdir: tempdir,
+    })
+}
+
+/// A cluster's directory with its PKI, `tokens.csv` and `token` written.
+pub(crate) struct PreparedDir {
+    pub dir: PathBuf,
+    pub pki: certs::Pki,
+    pub tempdir: Option<tempfile::TempDir>,
+}
+
+/// Creates `dir` (a temporary directory when `None`) and writes the PKI for `members` (kubeadm's
+/// file names), the static token file and the bare token into it.
+pub(crate) fn prepare_dir(dir: Option<PathBuf>, members: &[MemberSpec]) -> anyhow::Result<PreparedDir> {
     let (dir, tempdir) = match dir {
         Some(dir) => {
             std::fs::create_dir_all(&dir).with_context(|| format!("failed to create {}", dir.display()))?;
@@ -211,28 +257,7 @@ pub async fn launch_cluster(
     )
     .context("failed to write tokens.csv")?;
     std::fs::write(dir.join("token"), DEMO_TOKEN).context("failed to write token")?;
-
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut servers = Vec::with_capacity(members.len());
-    for member in members {
-        let options = member_options(&member, &dir, port)?;
-        let server = crate::server::start(options, store.clone())
-            .await
-            .with_context(|| format!("failed to start server {}", member.name))?;
-        servers.push((member, server));
-    }
-    for (member, server) in &servers {
-        if !server.wait_ready(Duration::from_secs(10)).await {
-            anyhow::bail!("server {} did not become ready", member.name);
-        }
-    }
-    Ok(Cluster {
-        servers,
-        store,
-        dir,
-        pki,
-        _tempdir: tempdir,
-    })
+    Ok(PreparedDir { dir, pki, tempdir })
 }
 
 /// Removes `DIR/cluster.json` if it exists.
@@ -292,24 +317,91 @@ fn member_flags(member: &MemberSpec, dir: &Path, port: u16) -> Vec<String> {
     flags
 }
 
-/// The validated options of `member` in the cluster whose files are in `dir`. Every server whose Mixed
-/// Version Proxy gate is on gets the peer CA, as kubeadm users are told to configure it; the cluster CA
-/// signs every serving certificate.
-fn member_options(member: &MemberSpec, dir: &Path, port: u16) -> anyhow::Result<ServerOptions> {
+/// The command line of `member` in the cluster whose files are in `dir`, checked as the server would
+/// check it. Every server whose Mixed Version Proxy gate is on gets the peer CA, as kubeadm users are
+/// told to configure it; the cluster CA signs every serving certificate.
+pub(crate) fn member_args(member: &MemberSpec, dir: &Path, port: u16) -> anyhow::Result<Vec<String>> {
     let mut args = member_flags(member, dir, port);
-    let parse = |args: &[String]| -> anyhow::Result<ServerOptions> {
-        let flags =
-            ServerFlags::from_args(args).map_err(|e| anyhow::anyhow!("server {}: {e}", member.name))?;
-        flags
-            .validate()
-            .with_context(|| format!("server {}", member.name))
-    };
-    let options = parse(&args)?;
+    let options = parse_member_flags(member, &args)?;
     if options.mvp_gate_enabled() && !args.iter().any(|a| a.starts_with("--peer-ca-file")) {
         args.push(format!("--peer-ca-file={}", dir.join("ca.crt").display()));
-        return parse(&args);
     }
-    Ok(options)
+    Ok(args)
+}
+
+fn parse_member_flags(member: &MemberSpec, args: &[String]) -> anyhow::Result<ServerOptions> {
+    let flags = ServerFlags::from_args(args).map_err(|e| anyhow::anyhow!("server {}: {e}", member.name))?;
+    flags
+        .validate()
+        .with_context(|| format!("server {}", member.name))
+}
+
+/// The validated options of `member` (see [`member_args`]).
+fn member_options(member: &MemberSpec, dir: &Path, port: u16) -> anyhow::Result<ServerOptions> {
+    parse_member_flags(member, &member_args(member, dir, port)?)
+}
+
+/// An HTTPS client presenting the admin certificate of `pki` (`system:masters`) and trusting its CA:
+/// HTTP/2 when a server offers it, and, like client-go, no Nagle delay between a request's headers
+/// and its body.
+pub(crate) fn admin_client(pki: &certs::Pki) -> anyhow::Result<AdminClient> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca().cert_der())?;
+    let admin = pki.admin();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(vec![admin.cert_der()], admin.key_der())?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_only()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https))
+}
+
+/// Writes a kubeconfig per `(name, url)` and then `manifest` as `cluster.json`, each atomically, so
+/// that a script waiting for `cluster.json` finds every file complete.
+pub(crate) fn write_client_files(
+    dir: &Path,
+    pki: &certs::Pki,
+    kubeconfigs: &[(String, String)],
+    manifest: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let paths = certs::PkiPaths::new(dir);
+    for (name, url) in kubeconfigs {
+        write_atomically(&paths.kubeconfig(name), pki.kubeconfig(url, name).as_bytes())
+            .with_context(|| format!("failed to write the kubeconfig of {name}"))?;
+    }
+    let text = serde_json::to_string_pretty(manifest).context("failed to render cluster.json")?;
+    write_atomically(&dir.join("cluster.json"), (text + "\n").as_bytes())
+}
+
+/// The table the demo prints: a row per server with what to try against it.
+pub(crate) fn render_table(rows: &[(&MemberSpec, std::net::SocketAddr)], dir: &Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<5} {:<8} {:<22} {:<48} TRY",
+        "NAME", "VERSION", "ADDRESS", "SERVES"
+    );
+    for (member, addr) in rows {
+        let kubeconfig = dir.join(format!("{}.kubeconfig", member.name));
+        let _ = writeln!(
+            out,
+            "{:<5} {:<8} {:<22} {:<48} kubectl --kubeconfig {} {}",
+            member.name,
+            member.kubernetes_version,
+            addr,
+            member.note,
+            kubeconfig.display(),
+            member.try_command
+        );
+    }
+    out
 }
 
 impl Cluster {
@@ -375,38 +467,22 @@ impl Cluster {
     /// Writes each server's kubeconfig and then `cluster.json`, each atomically, so that a script
     /// waiting for `cluster.json` finds every file complete.
     pub fn write_client_files(&self) -> anyhow::Result<()> {
-        let paths = certs::PkiPaths::new(&self.dir);
-        for (member, server) in &self.servers {
-            let kubeconfig = self.pki.kubeconfig(&server.url(), &member.name);
-            write_atomically(&paths.kubeconfig(&member.name), kubeconfig.as_bytes())
-                .with_context(|| format!("failed to write the kubeconfig of {}", member.name))?;
-        }
-        let text = serde_json::to_string_pretty(&self.manifest()).context("failed to render cluster.json")?;
-        write_atomically(&self.dir.join("cluster.json"), (text + "\n").as_bytes())
+        let kubeconfigs: Vec<(String, String)> = self
+            .servers
+            .iter()
+            .map(|(member, server)| (member.name.clone(), server.url()))
+            .collect();
+        write_client_files(&self.dir, &self.pki, &kubeconfigs, &self.manifest())
     }
 
     /// The table the demo prints.
     pub fn table(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "{:<5} {:<8} {:<22} {:<48} TRY",
-            "NAME", "VERSION", "ADDRESS", "SERVES"
-        );
-        for (member, server) in &self.servers {
-            let kubeconfig = self.dir.join(format!("{}.kubeconfig", member.name));
-            let _ = writeln!(
-                out,
-                "{:<5} {:<8} {:<22} {:<48} kubectl --kubeconfig {} {}",
-                member.name,
-                member.kubernetes_version,
-                server.local_addr(),
-                member.note,
-                kubeconfig.display(),
-                member.try_command
-            );
-        }
-        out
+        let rows: Vec<(&MemberSpec, std::net::SocketAddr)> = self
+            .servers
+            .iter()
+            .map(|(member, server)| (member, server.local_addr()))
+            .collect();
+        render_table(&rows, &self.dir)
     }
 
     /// Starts `member` on this cluster's store with the cluster's PKI and flags, as a restarted
@@ -433,22 +509,7 @@ impl Cluster {
     /// and trusting its CA: HTTP/2 when a server offers it, and, like client-go, no Nagle delay
     /// between a request's headers and its body.
     pub fn admin_client(&self) -> anyhow::Result<AdminClient> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.pki.ca().cert_der())?;
-        let admin = self.pki.admin();
-        let config = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(vec![admin.cert_der()], admin.key_der())?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(config)
-            .https_only()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https))
+        admin_client(&self.pki)
     }
 
     /// Stops the `index`th server, gracefully or by a crash (see [`RunningServer::kill`]), and takes
@@ -484,6 +545,9 @@ impl Cluster {
 
 /// The `cluster` subcommand: start, print, run until a signal, stop.
 pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    if args.etcd || !args.etcd_servers.is_empty() {
+        return run_process_cluster(args).await;
+    }
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
     // A signal during start-up drops the half-started cluster, which stops its servers.
@@ -491,15 +555,49 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         cluster = start_cluster(args.dir, args.preset.members(), args.port) => cluster?,
         () = &mut signal => return Ok(()),
     };
-    println!("{}", cluster.table());
-    println!(
-        "files: {} (cluster.json, *.kubeconfig, token, PKI)",
-        cluster.dir.display()
-    );
-    println!("press Ctrl-C to stop");
+    print_banner(&cluster.table(), &cluster.dir);
     signal.await;
     // Gone before the servers are: a script never finds the manifest of a cluster that is stopping.
     remove_manifest(&cluster.dir)?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+fn print_banner(table: &str, dir: &Path) {
+    println!("{table}");
+    println!(
+        "files: {} (cluster.json, *.kubeconfig, token, PKI)",
+        dir.display()
+    );
+    println!("press Ctrl-C to stop");
+}
+
+/// `cluster --etcd` / `--etcd-servers`: every server its own process of this binary on etcd.
+async fn run_process_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    use crate::process_cluster::{EtcdBackend, ProcessCluster};
+    anyhow::ensure!(
+        cfg!(feature = "etcd"),
+        "--etcd needs a binary built with the etcd feature (cargo run --features etcd -p apiserver-fake -- cluster --etcd)"
+    );
+    let backend = if args.etcd_servers.is_empty() {
+        EtcdBackend::Private
+    } else {
+        EtcdBackend::Existing(args.etcd_servers.clone())
+    };
+    if let Some(dir) = &args.dir {
+        remove_manifest(dir)?;
+    }
+    let binary = std::env::current_exe().context("cannot find this binary to start its servers")?;
+    let signal = crate::shutdown_signal();
+    tokio::pin!(signal);
+    let cluster = tokio::select! {
+        cluster = ProcessCluster::start(&binary, args.dir, args.preset.members(), args.port, backend, &args.etcd_prefix) => cluster?,
+        () = &mut signal => return Ok(()),
+    };
+    print_banner(&cluster.table(), cluster.dir());
+    println!("etcd: {}", cluster.etcd_servers().join(","));
+    signal.await;
+    remove_manifest(cluster.dir())?;
     cluster.shutdown().await;
     Ok(())
 }

@@ -158,6 +158,14 @@ pub struct ServerFlags {
     /// this, it rejects requests. Zero for no limit. (kube-apiserver's flag and default.)
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
+    /// List of etcd servers to connect with (scheme://ip:port), comma separated. (kube-apiserver's
+    /// flag; without it the fake keeps objects in a store of its own process, in memory.) Needs the
+    /// binary built with the `etcd` feature.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// The prefix to prepend to all resource paths in etcd. (kube-apiserver's flag and default.)
+    #[arg(long, default_value = "/registry")]
+    pub etcd_prefix: String,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -254,6 +262,10 @@ pub enum ConfigError {
     /// A timing knob is zero or inconsistent.
     #[error("{0}")]
     Timing(String),
+    /// `--etcd-servers` names something that is not an `http://host:port` URL, or the binary was
+    /// built without etcd support.
+    #[error("--etcd-servers: {0}")]
+    EtcdServers(String),
     /// `--authorization-mode` names no mode, an unknown or unsupported one, or one twice.
     #[error(transparent)]
     AuthorizationMode(#[from] crate::authorization::AuthorizationModeError),
@@ -277,6 +289,32 @@ impl ServerFlags {
     {
         use clap::Parser;
         FlagsOnly::try_parse_from(args).map(|parsed| parsed.flags)
+    }
+
+    /// Checks `--etcd-servers`: plain-HTTP URLs (the fake has no `--etcd-cafile`), in a binary that
+    /// has the etcd backend.
+    fn validate_etcd(&self) -> Result<(), ConfigError> {
+        if self.etcd_servers.is_empty() {
+            return Ok(());
+        }
+        if !cfg!(feature = "etcd") {
+            return Err(ConfigError::EtcdServers(
+                "this binary was built without etcd support (cargo build --features etcd)".to_owned(),
+            ));
+        }
+        for server in &self.etcd_servers {
+            let host = server.strip_prefix("http://").ok_or_else(|| {
+                ConfigError::EtcdServers(format!(
+                    "{server:?} is not an http:// URL (TLS to etcd is not supported by the fake)"
+                ))
+            })?;
+            if host.is_empty() || host.contains('/') {
+                return Err(ConfigError::EtcdServers(format!(
+                    "{server:?} is not scheme://host:port"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Checks the flags the way kube-apiserver validates its options and resolves defaults.
@@ -419,6 +457,7 @@ impl ServerFlags {
             None if emulated_version.minor < 33 => mvp_core::PeerResolutionMode::StorageVersion,
             None => mvp_core::PeerResolutionMode::Discovery,
         };
+        self.validate_etcd()?;
         Ok(ServerOptions {
             peer_resolution_mode,
             flags: self.clone(),

@@ -1,12 +1,11 @@
 //! `apiserver-fake`: run one fake kube-apiserver, or `apiserver-fake cluster` for the demo cluster.
 
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use apiserver_fake::cluster::{ClusterArgs, run_cluster};
 use apiserver_fake::config::ServerFlags;
-use apiserver_fake::store::MemoryStore;
 use apiserver_fake::upgrade::{UpgradeArgs, run_upgrade};
 use clap::{Parser, Subcommand};
 
@@ -18,6 +17,10 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     server: ServerFlags,
+    /// (fake, for `cluster --etcd`) Shut down gracefully when standard input reaches its end: a server
+    /// process whose parent holds the other end of a pipe then never outlives it.
+    #[arg(long, hide = true)]
+    exit_when_stdin_closes: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,7 +63,7 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Cluster(args)) => run_cluster(args).await,
             Some(Command::Upgrade(args)) => run_upgrade(args).await,
-            None => run_server(cli.server).await,
+            None => run_server(cli.server, cli.exit_when_stdin_closes).await,
         }
     });
     match result {
@@ -72,10 +75,25 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run_server(flags: ServerFlags) -> anyhow::Result<()> {
+async fn run_server(flags: ServerFlags, exit_when_stdin_closes: bool) -> anyhow::Result<()> {
     let options = flags.validate()?;
     let signal = apiserver_fake::shutdown_signal();
-    let store = Arc::new(MemoryStore::new());
+    let (stdin_closed_tx, stdin_closed) = tokio::sync::oneshot::channel::<()>();
+    if exit_when_stdin_closes {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            let _ = stdin_closed_tx.send(());
+        });
+    } else {
+        // Never sent: the server runs until a signal.
+        std::mem::forget(stdin_closed_tx);
+    }
+    let store = apiserver_fake::store::open(&options.flags, Duration::from_secs(5))
+        .await
+        .with_context(|| match options.flags.etcd_servers.as_slice() {
+            [] => "failed to open the store".to_owned(),
+            servers => format!("failed to reach etcd at {}", servers.join(",")),
+        })?;
     let server = apiserver_fake::server::start(options, store)
         .await
         .context("failed to start")?;
@@ -85,7 +103,10 @@ async fn run_server(flags: ServerFlags) -> anyhow::Result<()> {
         server.url(),
         server.server_id()
     );
-    signal.await;
+    tokio::select! {
+        () = signal => {}
+        _ = stdin_closed => {}
+    }
     server.shutdown().await;
     Ok(())
 }

@@ -123,6 +123,13 @@ impl StorePeerEndpoints {
         self.addresses.subscribe()
     }
 
+    /// Whether the view includes `own_id`'s own record: then it was read after that record was
+    /// written, so it holds every peer record written before it. A view older than the own record
+    /// would take peers that published theirs just before for unreachable.
+    fn sees(&self, own_id: &str) -> bool {
+        self.addresses.borrow().contains_key(own_id)
+    }
+
     /// Whether `server_id` has an address a request could be sent to.
     fn is_reachable(&self, server_id: &str) -> bool {
         self.endpoint(server_id).is_some_and(|hp| is_valid_host_port(&hp))
@@ -165,6 +172,7 @@ impl Latch {
 /// published address has been asked for its discovery (an answer or a transport error: a broken
 /// peer must not keep every other server unready).
 pub struct ProxyReadiness {
+    own_id: String,
     resolver: Arc<dyn PeerResolver>,
     discovery: Option<(Arc<PeerDiscoveryCache>, watch::Receiver<PeerIds>)>,
     endpoints: Arc<StorePeerEndpoints>,
@@ -180,10 +188,19 @@ impl std::fmt::Debug for ProxyReadiness {
 }
 
 impl ProxyReadiness {
-    /// Whether the check passes (and from then on always will).
+    /// Whether the proxy's caches have synced once: upstream's whole post-start hook, and what
+    /// the peer endpoint record waits for.
+    pub fn has_synced(&self) -> bool {
+        self.resolver.has_synced()
+    }
+
+    /// Whether the check passes (and from then on always will): synced, and, once the view of
+    /// peer addresses includes this server's own record (so it is not older than that record),
+    /// every peer with a lease and an address reached.
     pub fn is_ready(&self) -> bool {
         self.passed.check(|| {
             self.resolver.has_synced()
+                && self.endpoints.sees(&self.own_id)
                 && self.discovery.as_ref().is_none_or(|(cache, peer_ids)| {
                     peer_ids.borrow().as_ref().is_some_and(|ids| {
                         ids.iter()
@@ -210,11 +227,20 @@ pub struct PeersKnowServer {
 }
 
 impl PeersKnowServer {
+    /// Re-reads the peer addresses and receipts from the store now, rather than at the next
+    /// background refresh: a readiness check judged on a view up to [`ENDPOINT_REFRESH`] old would
+    /// take a peer whose address was just published for unreachable and pass without it.
+    pub async fn refresh(&self, store: &dyn Store) {
+        self.endpoints.refresh(store).await;
+    }
+
     /// Whether the check passes for `own_id` whose identity lease `holder` holds.
     pub fn is_ready(&self, own_id: &str, holder: &str) -> bool {
         self.passed.check(|| {
             let since = *self.since.get_or_init(std::time::Instant::now);
-            self.endpoints.peers_know(own_id, holder) || since.elapsed() >= PEERS_KNOW_SERVER_DEADLINE
+            self.endpoints.sees(own_id)
+                && (self.endpoints.peers_know(own_id, holder)
+                    || since.elapsed() >= PEERS_KNOW_SERVER_DEADLINE)
         })
     }
 }
@@ -283,6 +309,7 @@ pub async fn install(
             state.set_proxy(
                 resolver.clone(),
                 ProxyReadiness {
+                    own_id: state.server_id.clone(),
                     resolver: resolver.clone(),
                     discovery: None,
                     endpoints: endpoints.clone(),
@@ -316,7 +343,9 @@ pub async fn install(
                 peer_ids_tx,
                 cancel.clone(),
             ));
-            let (receipts_tx, receipts) = watch::channel(None);
+            // Published at once, empty: a peer that comes up while this proxy has not yet synced
+            // must wait for it rather than find no receipt and take itself for known.
+            let (receipts_tx, receipts) = watch::channel(Some(peer_receipts::Receipt::new()));
             tasks.spawn(run_peer_discovery_sync(
                 sync,
                 peer_ids.clone(),
@@ -340,6 +369,7 @@ pub async fn install(
             state.set_proxy(
                 resolver.clone(),
                 ProxyReadiness {
+                    own_id: state.server_id.clone(),
                     resolver: resolver.clone(),
                     discovery: Some((peers, peer_ids)),
                     endpoints: endpoints.clone(),

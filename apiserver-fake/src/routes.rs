@@ -47,7 +47,7 @@ pub fn handler_chain(
 ) -> HandlerChain {
     let router = Router::new()
         .route("/healthz", get(healthz))
-        .route("/livez", get(healthz))
+        .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/version", get(version))
         .route("/metrics", get(metrics))
@@ -221,19 +221,23 @@ async fn record_and_classify(
     response
 }
 
-async fn healthz() -> Response {
+async fn livez() -> Response {
     text(StatusCode::OK, "ok")
 }
 
-/// `/readyz`: not ready until this server's identity is published, its proxy knows the peers it can
-/// reach and its own peer endpoint record exists (post-start hooks gate kube-apiserver's readiness).
-async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
-    let Some(hook) = state.failed_readiness_check() else {
-        return text(StatusCode::OK, "ok");
-    };
+/// `/healthz`: the storage check (`[-]etcd failed`), as kube-apiserver's.
+async fn healthz(State(state): State<Arc<ServerState>>) -> Response {
+    match state.store.check_health().await {
+        Ok(()) => text(StatusCode::OK, "ok"),
+        Err(_) => check_failed("etcd failed: reason withheld", "healthz"),
+    }
+}
+
+/// A failed health check's body as kube-apiserver writes it (text/plain, 500).
+fn check_failed(line: &str, endpoint: &str) -> Response {
     let mut response = (
         StatusCode::INTERNAL_SERVER_ERROR,
-        format!("[-]poststarthook/{hook} failed: not finished\nreadyz check failed\n"),
+        format!("[-]{line}\n{endpoint} check failed\n"),
     )
         .into_response();
     response.headers_mut().insert(
@@ -241,6 +245,18 @@ async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+/// `/readyz`: not ready until this server's identity is published, its proxy knows the peers it can
+/// reach and its own peer endpoint record exists (post-start hooks gate kube-apiserver's readiness).
+async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
+    if state.store.check_health().await.is_err() {
+        return check_failed("etcd failed: reason withheld", "readyz");
+    }
+    match state.check_readiness().await {
+        None => text(StatusCode::OK, "ok"),
+        Some(hook) => check_failed(&format!("poststarthook/{hook} failed: not finished"), "readyz"),
+    }
 }
 
 async fn version(State(state): State<Arc<ServerState>>) -> Response {

@@ -167,19 +167,39 @@ impl ServerState {
         self.failed_readiness_check().is_none()
     }
 
+    /// [`Self::failed_readiness_check`] on a fresh view of the peers' addresses and receipts (read
+    /// from the store now, while the checks have not all passed yet): what `/readyz` answers.
+    pub async fn check_readiness(&self) -> Option<&'static str> {
+        if self.is_ready() {
+            return None;
+        }
+        if let Some(check) = self.peers_know_server.get() {
+            check.refresh(self.store.as_ref()).await;
+        }
+        self.failed_readiness_check()
+    }
+
     /// The first post-start hook `/readyz` reports as not finished, in the order they run: the
-    /// identity lease, the proxy's caches, then (gate on) the peer endpoint record, which is written
-    /// once the first two pass, as upstream writes it once the server is ready, and last (a proxy
-    /// installed; not upstream) that every reachable peer publishing discovery receipts has asked
-    /// this run for its discovery ([`crate::peer_receipts`]). So a server that says ready can be
-    /// reached by its peers and routed to by them: no false 404 for what only it serves.
+    /// identity lease, the proxy's caches synced once, then (gate on) the peer endpoint record,
+    /// which is written once the first two pass, as upstream writes it once the server is started.
+    /// Then, not upstream, two checks judged on a view of the peers' records that includes this
+    /// server's own (so no older than it): the proxy has asked every peer with a lease and an
+    /// address for its discovery, and every reachable peer publishing discovery receipts has asked
+    /// this run for its discovery ([`crate::peer_receipts`]). So a server that says ready routes to
+    /// its peers, and they to it: no false 404 either way.
     pub fn failed_readiness_check(&self) -> Option<&'static str> {
         if !self.ready.load(Ordering::Acquire) {
             Some("start-kube-apiserver-identity-lease-controller")
-        } else if !self.proxy_caches_ready() {
+        } else if !self.proxy_synced() {
             Some("unknown-version-proxy-filter")
         } else if self.options.mvp_gate_enabled() && !self.peer_endpoint_published.load(Ordering::Acquire) {
             Some("peer-endpoint-reconciler-controller")
+        } else if !self
+            .proxy_readiness
+            .get()
+            .is_none_or(crate::peer_proxy::ProxyReadiness::is_ready)
+        {
+            Some("unknown-version-proxy-filter")
         } else if !self
             .peers_know_server
             .get()
@@ -191,16 +211,16 @@ impl ServerState {
         }
     }
 
-    /// Whether the identity lease is published and the proxy (if any) passed its readiness check:
-    /// what the peer endpoint reconciler waits for.
+    /// Whether the identity lease is published and the proxy (if any) has synced its caches once:
+    /// what the peer endpoint reconciler waits for, as upstream writes the record once started.
     pub fn is_started(&self) -> bool {
-        self.ready.load(Ordering::Acquire) && self.proxy_caches_ready()
+        self.ready.load(Ordering::Acquire) && self.proxy_synced()
     }
 
-    fn proxy_caches_ready(&self) -> bool {
+    fn proxy_synced(&self) -> bool {
         self.proxy_readiness
             .get()
-            .is_none_or(crate::peer_proxy::ProxyReadiness::is_ready)
+            .is_none_or(crate::peer_proxy::ProxyReadiness::has_synced)
     }
 
     /// Records the installed peer proxy's resolver and makes `/readyz` wait for its readiness
@@ -255,7 +275,7 @@ impl RunningServer {
     /// Waits until `/readyz` would answer ok, or the timeout passes; returns whether it is ready.
     pub async fn wait_ready(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
-        while !self.state.is_ready() {
+        while self.state.check_readiness().await.is_some() {
             if tokio::time::Instant::now() >= deadline {
                 return false;
             }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::{
     Object, ObjectKey, Preconditions, StorageResource, Store, StoreError, StoreResult, WatchEvent,
-    WatchEventType, WatchStream, resource_version,
+    WatchEventType, WatchStream, check_preconditions, prepare_update,
 };
 
 /// Events kept for watches that start in the past (etcd keeps history until compaction).
@@ -100,7 +100,7 @@ pub(crate) fn fill_create_metadata(object: &mut Object, key: &ObjectKey) -> Stor
     Ok(())
 }
 
-fn metadata_mut(object: &mut Object) -> StoreResult<&mut Map<String, Value>> {
+pub(crate) fn metadata_mut(object: &mut Object) -> StoreResult<&mut Map<String, Value>> {
     let Value::Object(map) = object else {
         return Err(StoreError::InvalidObject(
             "the object is not a JSON object".to_owned(),
@@ -120,7 +120,7 @@ fn metadata_mut(object: &mut Object) -> StoreResult<&mut Map<String, Value>> {
     }
 }
 
-fn set_resource_version(object: &mut Object, revision: u64) {
+pub(crate) fn set_resource_version(object: &mut Object, revision: u64) {
     if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
         metadata.insert("resourceVersion".to_owned(), Value::String(revision.to_string()));
     }
@@ -221,62 +221,21 @@ impl MemoryStore {
         &self,
         resource: &StorageResource,
         key: &ObjectKey,
-        mut object: Object,
+        object: Object,
         expected: Option<u64>,
     ) -> StoreResult<Object> {
-        metadata_mut(&mut object)?;
-        let requested_rv = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .filter(|rv| !rv.is_empty())
-            .map(str::to_owned);
         let mut state = lock(&self.state);
-        let not_found = || StoreError::NotFound {
-            resource: resource.clone(),
-            key: key.clone(),
-        };
         let current = state
             .objects
             .get(resource)
             .and_then(|objects| objects.get(key))
-            .ok_or_else(not_found)?;
-        let current_rv = resource_version(current).unwrap_or(0);
-        let conflict = match (expected, requested_rv) {
-            (Some(expected), _) => expected != current_rv,
-            (None, Some(rv)) => rv.parse::<u64>().ok() != Some(current_rv),
-            (None, None) => false,
-        };
-        if conflict {
-            return Err(StoreError::Conflict {
+            .ok_or_else(|| StoreError::NotFound {
                 resource: resource.clone(),
                 key: key.clone(),
-                message: "the object has been modified; please apply your changes to the latest version and \
-                          try again"
-                    .to_owned(),
-            });
-        }
-        // System fields stay as stored. `generation` is data to the store, as to etcd: the REST layer
-        // decides it per resource.
-        let metadata = metadata_mut(&mut object)?;
-        metadata.insert("name".to_owned(), Value::String(key.name.clone()));
-        match &key.namespace {
-            Some(ns) => metadata.insert("namespace".to_owned(), Value::String(ns.clone())),
-            None => metadata.remove("namespace"),
+            })?;
+        let Some(object) = prepare_update(resource, key, object, current, expected)? else {
+            return Ok(current.clone());
         };
-        for field in ["uid", "creationTimestamp"] {
-            match current.pointer(&format!("/metadata/{field}")) {
-                Some(value) => metadata.insert(field.to_owned(), value.clone()),
-                None => metadata.remove(field),
-            };
-        }
-        metadata.insert(
-            "resourceVersion".to_owned(),
-            Value::String(current_rv.to_string()),
-        );
-        // As GuaranteedUpdate: an update that changes nothing is not written and produces no event.
-        if &object == current {
-            return Ok(object);
-        }
         let previous = current.clone();
         Ok(self.write(
             &mut state,
@@ -304,29 +263,7 @@ impl MemoryStore {
             .get(resource)
             .and_then(|objects| objects.get(key))
             .ok_or_else(not_found)?;
-        if let Some(pre) = preconditions {
-            let conflict = |message: String| StoreError::Conflict {
-                resource: resource.clone(),
-                key: key.clone(),
-                message,
-            };
-            let uid = current
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if let Some(expected) = pre.uid.filter(|u| u != uid) {
-                return Err(conflict(format!(
-                    "Precondition failed: UID in precondition: {expected}, UID in object meta: {uid}"
-                )));
-            }
-            let rv = resource_version(current).unwrap_or(0);
-            if let Some(expected) = pre.resource_version.filter(|r| *r != rv) {
-                return Err(conflict(format!(
-                    "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in \
-                     object meta: {rv}"
-                )));
-            }
-        }
+        check_preconditions(resource, key, current, preconditions)?;
         let Some(previous) = state
             .objects
             .get_mut(resource)

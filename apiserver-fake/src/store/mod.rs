@@ -22,6 +22,7 @@
 mod memory;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -29,8 +30,14 @@ use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+#[cfg(feature = "etcd")]
+mod etcd;
+
+#[cfg(feature = "etcd")]
+pub use etcd::{EtcdConfig, EtcdStore};
 pub use memory::MemoryStore;
 pub(crate) use memory::{fill_create_metadata, now_timestamp};
+use memory::{metadata_mut, set_resource_version};
 
 pub use crate::status::GroupResource;
 use crate::status::Status;
@@ -161,8 +168,9 @@ pub enum StoreError {
     /// The value written is not a JSON object.
     #[error("invalid object: {0}")]
     InvalidObject(String),
-    /// The backend could not be reached (reserved for remote backends such as etcd).
-    #[error("storage unavailable: {0}")]
+    /// The backend could not be reached or failed (remote backends such as etcd); the text is the
+    /// backend's own, as kube-apiserver passes etcd's errors through.
+    #[error("{0}")]
     Unavailable(String),
 }
 
@@ -178,7 +186,11 @@ impl From<StoreError> for Status {
             } => Status::conflict_with(&resource, &key.name, &message),
             StoreError::Expired { requested, oldest } => Status::too_old_resource_version(requested, oldest),
             StoreError::InvalidObject(message) => Status::bad_request(message),
-            StoreError::Unavailable(message) => Status::service_unavailable(message),
+            // kube-apiserver passes a storage error that is not an API status through
+            // `ErrorToAPIStatus`: 500, no reason, the error's text.
+            StoreError::Unavailable(message) => {
+                Status::failure(500, crate::status::StatusReason::Unknown, message)
+            }
         }
     }
 }
@@ -268,6 +280,118 @@ pub trait Store: Send + Sync + 'static {
 
     /// Internal keyspace: removes `key`; `true` when a live entry was removed.
     fn delete_internal<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+
+    /// Whether the backend answers (kube-apiserver's `etcd` health and readiness check); an
+    /// in-process store always does.
+    fn check_health(&self) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Upstream's conflict text for an update whose resourceVersion is not the stored one.
+const MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// What an update of `current` (the stored object, with its `resourceVersion`) to `object` writes, as
+/// kube-apiserver's `GuaranteedUpdate` does: the precondition is `expected` when given, else the
+/// `resourceVersion` in `object` when non-empty, else none ([`StoreError::Conflict`] when it does not
+/// hold); name and namespace come from `key`, `uid` and `creationTimestamp` from `current`. `None`
+/// when the result equals `current`: an update that changes nothing is not written.
+pub(crate) fn prepare_update(
+    resource: &StorageResource,
+    key: &ObjectKey,
+    mut object: Object,
+    current: &Object,
+    expected: Option<u64>,
+) -> StoreResult<Option<Object>> {
+    let metadata = metadata_mut(&mut object)?;
+    let requested = metadata
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty());
+    let current_rv = resource_version(current).unwrap_or(0);
+    let conflict = match (expected, requested) {
+        (Some(expected), _) => expected != current_rv,
+        (None, Some(rv)) => rv.parse::<u64>().ok() != Some(current_rv),
+        (None, None) => false,
+    };
+    if conflict {
+        return Err(StoreError::Conflict {
+            resource: resource.clone(),
+            key: key.clone(),
+            message: MODIFIED.to_owned(),
+        });
+    }
+    metadata.insert("name".to_owned(), Value::String(key.name.clone()));
+    match &key.namespace {
+        Some(ns) => metadata.insert("namespace".to_owned(), Value::String(ns.clone())),
+        None => metadata.remove("namespace"),
+    };
+    for field in ["uid", "creationTimestamp"] {
+        match current.pointer(&format!("/metadata/{field}")) {
+            Some(value) => metadata.insert(field.to_owned(), value.clone()),
+            None => metadata.remove(field),
+        };
+    }
+    set_resource_version(&mut object, current_rv);
+    Ok((&object != current).then_some(object))
+}
+
+/// Checks a delete's `preconditions` against `current`, with upstream's conflict texts.
+pub(crate) fn check_preconditions(
+    resource: &StorageResource,
+    key: &ObjectKey,
+    current: &Object,
+    preconditions: Option<Preconditions>,
+) -> StoreResult<()> {
+    let Some(pre) = preconditions else {
+        return Ok(());
+    };
+    let conflict = |message: String| StoreError::Conflict {
+        resource: resource.clone(),
+        key: key.clone(),
+        message,
+    };
+    let uid = current
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if let Some(expected) = pre.uid.filter(|u| u != uid) {
+        return Err(conflict(format!(
+            "Precondition failed: UID in precondition: {expected}, UID in object meta: {uid}"
+        )));
+    }
+    let rv = resource_version(current).unwrap_or(0);
+    if let Some(expected) = pre.resource_version.filter(|r| *r != rv) {
+        return Err(conflict(format!(
+            "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in object \
+             meta: {rv}"
+        )));
+    }
+    Ok(())
+}
+
+/// The store a server's flags ask for: etcd at `--etcd-servers` (under `--etcd-prefix`), waiting at
+/// most `timeout` for it to answer, or, without that flag, a new in-memory store of its own.
+pub async fn open(flags: &crate::config::ServerFlags, timeout: Duration) -> StoreResult<Arc<dyn Store>> {
+    if flags.etcd_servers.is_empty() {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    #[cfg(feature = "etcd")]
+    {
+        let config = EtcdConfig {
+            servers: flags.etcd_servers.clone(),
+            prefix: flags.etcd_prefix.clone(),
+        };
+        Ok(Arc::new(EtcdStore::connect(&config, timeout).await?))
+    }
+    #[cfg(not(feature = "etcd"))]
+    {
+        let _ = timeout;
+        Err(StoreError::Unavailable(
+            "this binary was built without etcd support (cargo build --features etcd)".to_owned(),
+        ))
+    }
 }
 
 /// `metadata.resourceVersion` of an object as a revision (`None` when absent, empty or malformed).

@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+pub mod demo;
+pub mod etcd;
+
 use apiserver_fake::cluster::{Cluster, MemberSpec, start_cluster};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
@@ -113,15 +116,33 @@ impl TestClient {
         headers: &[(&str, &str)],
         body: Option<&str>,
     ) -> Reply {
-        let response = self.open(method, path, headers, body).await;
+        self.try_send(method, path, headers, body)
+            .await
+            .expect("request sent")
+    }
+
+    /// [`Self::send`], with transport errors (a server that died mid-request) as `Err`.
+    pub async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> Result<Reply, String> {
+        let response = self.try_open(method, path, headers, body).await?;
         let status = response.status();
         let headers = response.headers().clone();
-        let body = response.into_body().collect().await.expect("body").to_bytes();
-        Reply {
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok(Reply {
             status,
             headers,
             body,
-        }
+        })
     }
 
     pub async fn open(
@@ -131,6 +152,18 @@ impl TestClient {
         headers: &[(&str, &str)],
         body: Option<&str>,
     ) -> http::Response<hyper::body::Incoming> {
+        self.try_open(method, path, headers, body)
+            .await
+            .expect("request sent")
+    }
+
+    async fn try_open(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> Result<http::Response<hyper::body::Incoming>, String> {
         let mut request = Request::builder()
             .method(method)
             .uri(format!("{}{}", self.base, path));
@@ -147,7 +180,7 @@ impl TestClient {
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default().to_owned())))
             .expect("request");
-        self.client.request(request).await.expect("request sent")
+        self.client.request(request).await.map_err(|e| e.to_string())
     }
 
     pub async fn get(&self, path: &str) -> Reply {

@@ -1,0 +1,350 @@
+//! The etcd backend against a real etcd (the `etcd` binary on `PATH`): the store contract the REST
+//! layer relies on, kube-apiserver's key layout and value format (read back with `etcdctl`), leases of
+//! the internal keyspace, 410 after compaction, and a prefix that never touches other keys.
+//!
+//! Needs the `etcd` feature and `etcd`/`etcdctl` on `PATH`; otherwise it says it is skipped (and fails
+//! when `KUBE_MVP_REQUIRE_ETCD=1`, as CI sets it).
+
+mod support;
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn etcd_backend_is_skipped_without_the_feature() {
+    support::etcd::skip("apiserver-fake was built without the `etcd` feature");
+}
+
+#[cfg(feature = "etcd")]
+mod with_etcd {
+    use std::process::Command;
+    use std::time::Duration;
+
+    use apiserver_fake::store::{
+        EtcdConfig, EtcdStore, ObjectKey, Preconditions, StorageResource, Store, StoreError, WatchEventType,
+    };
+    use futures_util::StreamExt;
+    use serde_json::{Value, json};
+
+    use crate::support::etcd::{PrivateEtcd, private_etcd};
+
+    fn jobs() -> StorageResource {
+        StorageResource::new("batch", "jobs")
+    }
+
+    fn job(name: &str) -> Value {
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {"parallelism": 1}})
+    }
+
+    fn rv(object: &Value) -> u64 {
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse().ok())
+            .expect("resourceVersion")
+    }
+
+    async fn open(etcd: &PrivateEtcd, prefix: &str) -> EtcdStore {
+        let config = EtcdConfig {
+            servers: vec![etcd.url.clone()],
+            prefix: prefix.to_owned(),
+        };
+        EtcdStore::connect(&config, Duration::from_secs(5))
+            .await
+            .expect("etcd answers")
+    }
+
+    fn etcdctl(etcd: &PrivateEtcd, args: &[&str]) -> String {
+        let output = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", etcd.url))
+            .args(args)
+            .output()
+            .expect("etcdctl runs");
+        assert!(
+            output.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    #[tokio::test]
+    async fn crud_follows_the_store_contract_with_etcd_revisions() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/crud/registry").await;
+        let key = ObjectKey::namespaced("default", "a");
+        let created = store.create(&jobs(), &key, job("a")).await.unwrap();
+        let first = rv(&created);
+        assert_eq!(created["metadata"]["namespace"], "default");
+        assert_eq!(created["metadata"]["uid"].as_str().unwrap().len(), 36);
+        assert!(matches!(
+            store.create(&jobs(), &key, job("a")).await,
+            Err(StoreError::AlreadyExists { .. })
+        ));
+        assert_eq!(store.get(&jobs(), &key).await.unwrap(), created);
+
+        let mut changed = created.clone();
+        changed["spec"]["parallelism"] = json!(2);
+        changed["metadata"]["uid"] = json!("forged");
+        let updated = store.update(&jobs(), &key, changed.clone(), None).await.unwrap();
+        assert!(rv(&updated) > first);
+        assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+        // The resourceVersion the object carries is a precondition: stale → 409.
+        assert!(matches!(
+            store.update(&jobs(), &key, changed, None).await,
+            Err(StoreError::Conflict { .. })
+        ));
+        assert!(matches!(
+            store.update(&jobs(), &key, updated.clone(), Some(first)).await,
+            Err(StoreError::Conflict { .. })
+        ));
+        // An update that changes nothing writes nothing.
+        let same = store.update(&jobs(), &key, updated.clone(), None).await.unwrap();
+        assert_eq!(rv(&same), rv(&updated));
+
+        let err = store
+            .delete(
+                &jobs(),
+                &key,
+                Some(Preconditions {
+                    uid: None,
+                    resource_version: Some(first),
+                }),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("Precondition failed: ResourceVersion"),
+            "{err}"
+        );
+        let deleted = store.delete(&jobs(), &key, None).await.unwrap();
+        assert!(rv(&deleted) > rv(&updated), "the deletion's revision");
+        assert!(matches!(
+            store.get(&jobs(), &key).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            store.update(&jobs(), &key, job("a"), None).await,
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn keys_and_values_are_laid_out_as_kube_apiserver_does() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/layout/registry").await;
+        store
+            .create(&jobs(), &ObjectKey::namespaced("default", "a"), job("a"))
+            .await
+            .unwrap();
+        store
+            .create(
+                &StorageResource::new("", "namespaces"),
+                &ObjectKey::cluster("default"),
+                json!({}),
+            )
+            .await
+            .unwrap();
+        store
+            .create(
+                &StorageResource::new("stable.example.com", "crontabs"),
+                &ObjectKey::namespaced("default", "c"),
+                json!({}),
+            )
+            .await
+            .unwrap();
+        let keys = etcdctl(&etcd, &["get", "--prefix", "--keys-only", "/layout/registry/"]);
+        let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(
+            keys,
+            [
+                "/layout/registry/jobs/default/a",
+                "/layout/registry/namespaces/default",
+                "/layout/registry/stable.example.com/crontabs/default/c",
+            ]
+        );
+        let value: Value = serde_json::from_str(
+            etcdctl(
+                &etcd,
+                &["get", "--print-value-only", "/layout/registry/jobs/default/a"],
+            )
+            .trim(),
+        )
+        .unwrap();
+        assert_eq!(value["spec"]["parallelism"], 1);
+        assert!(
+            value["metadata"].get("resourceVersion").is_none(),
+            "the revision is etcd's, never stored: {value}"
+        );
+    }
+
+    #[tokio::test]
+    async fn lists_are_ordered_by_key_and_scoped_by_namespace_and_prefix() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/list/registry").await;
+        let other = open(&etcd, "/list/other").await;
+        for (ns, name) in [("b", "x"), ("a", "z"), ("a", "y")] {
+            store
+                .create(&jobs(), &ObjectKey::namespaced(ns, name), job(name))
+                .await
+                .unwrap();
+        }
+        other
+            .create(&jobs(), &ObjectKey::namespaced("a", "foreign"), job("foreign"))
+            .await
+            .unwrap();
+        let (all, revision) = store.list(&jobs(), None).await.unwrap();
+        let names: Vec<&str> = all
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["y", "z", "x"], "another prefix's keys stay out");
+        assert!(all.iter().all(|o| rv(o) <= revision));
+        assert_eq!(store.list(&jobs(), Some("a")).await.unwrap().0.len(), 2);
+        assert!(
+            store
+                .list(&StorageResource::new("", "pods"), None)
+                .await
+                .unwrap()
+                .0
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn watches_replay_from_a_revision_follow_and_carry_prev_objects() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/watch/registry").await;
+        let a = ObjectKey::namespaced("a", "j");
+        let created = store.create(&jobs(), &a, job("j")).await.unwrap();
+        store
+            .create(&jobs(), &ObjectKey::namespaced("b", "j"), job("j"))
+            .await
+            .unwrap();
+        let mut from_start = store
+            .watch(&jobs(), Some("a"), Some(rv(&created) - 1))
+            .await
+            .unwrap();
+        let mut from_now = store.watch(&jobs(), None, None).await.unwrap();
+        let mut next = created.clone();
+        next["spec"]["parallelism"] = json!(5);
+        let modified = store.update(&jobs(), &a, next, None).await.unwrap();
+        let deleted = store.delete(&jobs(), &a, None).await.unwrap();
+
+        let added = from_start.next().await.unwrap().unwrap();
+        assert_eq!(
+            (added.event_type, added.revision),
+            (WatchEventType::Added, rv(&created))
+        );
+        let changed = from_start.next().await.unwrap().unwrap();
+        assert_eq!(changed.event_type, WatchEventType::Modified);
+        assert_eq!(changed.object, modified);
+        assert_eq!(changed.prev_object.as_ref(), Some(&created));
+        let gone = from_start.next().await.unwrap().unwrap();
+        assert_eq!(
+            (gone.event_type, gone.revision),
+            (WatchEventType::Deleted, rv(&deleted))
+        );
+        assert_eq!(gone.object, deleted, "last state at the deletion's revision");
+
+        let live = from_now.next().await.unwrap().unwrap();
+        assert_eq!(live.event_type, WatchEventType::Modified);
+    }
+
+    #[tokio::test]
+    async fn a_compacted_revision_is_expired() {
+        if private_etcd().is_none() {
+            return;
+        }
+        // Compaction is etcd-wide: an etcd of its own, so other tests' watches are unaffected.
+        let dir = tempfile::tempdir().unwrap();
+        let own = apiserver_fake::etcd_process::EtcdProcess::start(
+            &dir.path().join("data"),
+            std::net::Ipv4Addr::LOCALHOST,
+            0,
+            None,
+            true,
+        )
+        .expect("a second etcd starts");
+        let etcd = PrivateEtcd {
+            url: own.client_url().to_owned(),
+        };
+        let store = open(&etcd, "/compact/registry").await;
+        let first = store
+            .create(&jobs(), &ObjectKey::namespaced("x", "a"), job("a"))
+            .await
+            .unwrap();
+        let second = store
+            .create(&jobs(), &ObjectKey::namespaced("x", "b"), job("b"))
+            .await
+            .unwrap();
+        etcdctl(&etcd, &["compaction", &rv(&second).to_string()]);
+        let err = store.watch(&jobs(), None, Some(rv(&first))).await.err();
+        assert!(matches!(err, Some(StoreError::Expired { .. })), "{err:?}");
+        assert!(store.watch(&jobs(), None, Some(rv(&second))).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn internal_records_live_under_the_prefix_with_an_etcd_lease() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/internal/registry").await;
+        store
+            .put_internal("/peerserverleases/a", json!({"ip": "1"}), Duration::from_secs(1))
+            .await
+            .unwrap();
+        store
+            .put_internal("/peerserverleases/b", json!({"ip": "2"}), Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get_internal("/peerserverleases/a").await.unwrap(),
+            Some(json!({"ip": "1"}))
+        );
+        let listed = etcdctl(
+            &etcd,
+            &[
+                "get",
+                "--prefix",
+                "--keys-only",
+                "/internal/registry/peerserverleases/",
+            ],
+        );
+        assert_eq!(listed.lines().filter(|l| !l.is_empty()).count(), 2);
+        let raw = etcdctl(
+            &etcd,
+            &["get", "-w", "json", "/internal/registry/peerserverleases/b"],
+        );
+        let raw: Value = serde_json::from_str(raw.trim()).unwrap();
+        assert!(
+            raw["kvs"][0]["lease"].as_i64().unwrap_or(0) != 0,
+            "attached to a lease: {raw}"
+        );
+        // etcd expires the lease (it may take up to a second past the TTL).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while store.get_internal("/peerserverleases/a").await.unwrap().is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "record outlived its lease"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let live = store.list_internal("/peerserverleases/").await.unwrap();
+        assert_eq!(live, vec![("/peerserverleases/b".to_owned(), json!({"ip": "2"}))]);
+        assert!(store.delete_internal("/peerserverleases/b").await.unwrap());
+        assert!(!store.delete_internal("/peerserverleases/b").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_etcd_fails_to_connect_and_a_lost_one_fails_health() {
+        let Some(etcd) = private_etcd() else { return };
+        let config = EtcdConfig {
+            servers: vec!["http://127.0.0.1:1".to_owned()],
+            prefix: "/registry".to_owned(),
+        };
+        assert!(
+            EtcdStore::connect(&config, Duration::from_millis(500))
+                .await
+                .is_err()
+        );
+        let store = open(&etcd, "/health/registry").await;
+        assert!(store.check_health().await.is_ok());
+    }
+}

@@ -1,0 +1,265 @@
+//! `apiserver-fake cluster --etcd` as a user runs it: every server its own process on a private etcd.
+//! Driven from outside through what a script sees (`cluster.json`, pids, `etcdctl`, exit codes):
+//! the first request is proxied, records are real etcd leases, no acknowledged write is lost when
+//! every process is killed during a write load, and Ctrl-C stops every process it started.
+//!
+//! Needs the `etcd` feature and `etcd`/`etcdctl` on `PATH`; otherwise it says it is skipped (and fails
+//! when `KUBE_MVP_REQUIRE_ETCD=1`, as CI sets it).
+
+mod support;
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn process_clusters_are_skipped_without_the_feature() {
+    support::etcd::skip("apiserver-fake was built without the `etcd` feature");
+}
+
+#[cfg(feature = "etcd")]
+mod with_etcd {
+    use std::collections::BTreeSet;
+    use std::process::Command;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use http::StatusCode;
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use serde_json::Value;
+
+    use crate::support::demo::{Demo, admin, server};
+    use crate::support::{JOBS, job};
+
+    fn etcd_available() -> bool {
+        if apiserver_fake::etcd_process::etcd_installed() {
+            return true;
+        }
+        crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+        false
+    }
+
+    fn pid_of(s: &Value) -> i32 {
+        s["pid"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .expect("pid")
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie still answers signal 0; its state in /proc says it is gone.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+    }
+
+    fn wait_gone(pid: i32, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while alive(pid) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+        let output = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={endpoint}"))
+            .args(args)
+            .output()
+            .expect("etcdctl runs");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn servers_are_processes_on_etcd_and_the_first_request_is_proxied() {
+        if !etcd_available() {
+            return;
+        }
+        for round in 0..3 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut demo = Demo::start(dir.path(), &["--etcd"]);
+            let manifest = demo.wait_for_manifest(dir.path());
+            let (a, b) = (server(&manifest, "a"), server(&manifest, "b"));
+            // `a` has batch/v1 disabled: a 201 can only come from `b`, through the proxy.
+            let created = admin(dir.path(), a)
+                .post(JOBS, &job(&format!("first-{round}")))
+                .await;
+            assert_eq!(
+                created.status,
+                StatusCode::CREATED,
+                "round {round}: {}",
+                created.text()
+            );
+
+            let pids: BTreeSet<i32> = [pid_of(a), pid_of(b)].into();
+            assert_eq!(pids.len(), 2, "one process per server: {manifest}");
+            assert!(!pids.contains(&(demo.child.id() as i32)));
+            assert!(pids.iter().all(|pid| alive(*pid)));
+
+            let etcd = manifest["etcd"].as_str().expect("etcd URL");
+            let raw = etcdctl(
+                etcd,
+                &["get", "--prefix", "/registry/peerserverleases/", "-w", "json"],
+            );
+            let raw: Value = serde_json::from_str(raw.trim()).unwrap();
+            let records = raw["kvs"].as_array().expect("records");
+            assert_eq!(records.len(), 2, "one endpoint record per server: {raw}");
+            assert!(records.iter().all(|kv| kv["lease"].as_i64().unwrap_or(0) != 0));
+            drop(demo);
+        }
+    }
+
+    /// Kills every process (servers and the cluster command, which takes its etcd along) while
+    /// writers create ConfigMaps through both servers; a second start on the same directory must
+    /// return every write that was acknowledged.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_acknowledged_write_is_lost_when_every_process_is_killed() {
+        if !etcd_available() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut demo = Demo::start(dir.path(), &["--etcd"]);
+        let manifest = demo.wait_for_manifest(dir.path());
+        let created = admin(dir.path(), server(&manifest, "a"))
+            .post(JOBS, &job("survivor"))
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED);
+
+        let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
+        let mut writers = Vec::new();
+        for (w, name) in ["a", "b", "a", "b"].into_iter().enumerate() {
+            let client = admin(dir.path(), server(&manifest, name));
+            let acknowledged = acknowledged.clone();
+            writers.push(tokio::spawn(async move {
+                for i in 0.. {
+                    let name = format!("w{w}-{i}");
+                    let body =
+                        format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}}}}"#);
+                    let reply = tokio::time::timeout(
+                        Duration::from_secs(2),
+                        client.try_send(
+                            http::Method::POST,
+                            "/api/v1/namespaces/default/configmaps",
+                            &[],
+                            Some(&body),
+                        ),
+                    )
+                    .await;
+                    match reply {
+                        Ok(Ok(reply)) if reply.status == StatusCode::CREATED => {
+                            acknowledged.lock().unwrap().push(name);
+                        }
+                        _ => return,
+                    }
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        for name in ["a", "b"] {
+            kill(Pid::from_raw(pid_of(server(&manifest, name))), Signal::SIGKILL).unwrap();
+        }
+        demo.child.kill().unwrap();
+        demo.child.wait().unwrap();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let acknowledged = acknowledged.lock().unwrap().clone();
+        assert!(acknowledged.len() > 10, "the load wrote: {}", acknowledged.len());
+        for name in ["a", "b"] {
+            assert!(wait_gone(pid_of(server(&manifest, name)), Duration::from_secs(5)));
+        }
+        drop(demo);
+        // A killed cluster cannot remove its manifest; a script restarting it removes the stale one
+        // (the new start does too, but a script polling for the file could read it first).
+        std::fs::remove_file(dir.path().join("cluster.json")).unwrap();
+
+        let mut again = Demo::start(dir.path(), &["--etcd"]);
+        let manifest = again.wait_for_manifest(dir.path());
+        let b = admin(dir.path(), server(&manifest, "b"));
+        let list = b.get("/api/v1/namespaces/default/configmaps").await;
+        assert_eq!(list.status, StatusCode::OK);
+        let list: Value = serde_json::from_str(&list.text()).unwrap();
+        let stored: BTreeSet<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|item| item["metadata"]["name"].as_str())
+            .collect();
+        let lost: Vec<&String> = acknowledged
+            .iter()
+            .filter(|n| !stored.contains(n.as_str()))
+            .collect();
+        assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+        let job = admin(dir.path(), server(&manifest, "a"))
+            .get(&format!("{JOBS}/survivor"))
+            .await;
+        assert_eq!(
+            job.status,
+            StatusCode::OK,
+            "the Job survives, read through a's proxy"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ctrl_c_stops_every_process_it_started_and_removes_cluster_json() {
+        if !etcd_available() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut demo = Demo::start(dir.path(), &["--etcd"]);
+        let manifest = demo.wait_for_manifest(dir.path());
+        let pids = [pid_of(server(&manifest, "a")), pid_of(server(&manifest, "b"))];
+        let etcd = manifest["etcd"].as_str().unwrap().to_owned();
+        kill(Pid::from_raw(demo.child.id() as i32), Signal::SIGINT).unwrap();
+        let status = demo.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+        for pid in pids {
+            assert!(
+                wait_gone(pid, Duration::from_secs(5)),
+                "server {pid} outlived the cluster"
+            );
+        }
+        assert!(!dir.path().join("cluster.json").exists());
+        let health = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args([
+                &format!("--endpoints={etcd}"),
+                "--dial-timeout=500ms",
+                "endpoint",
+                "health",
+            ])
+            .output()
+            .unwrap();
+        assert!(!health.status.success(), "the private etcd is stopped too");
+    }
+
+    #[test]
+    fn unreachable_etcd_is_a_one_line_error_and_a_non_zero_exit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let output = Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
+            .args([
+                "cluster",
+                "--port",
+                "0",
+                "--etcd-servers",
+                "http://127.0.0.1:1",
+                "--dir",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(lines[0].starts_with("error: "), "{stderr}");
+        assert!(lines[0].contains("etcd"), "{stderr}");
+        assert!(!dir.path().join("cluster.json").exists());
+    }
+}
