@@ -7,6 +7,11 @@
 //! ready. [`TestCluster`] hands out clients, kubeconfigs and the shared store, and can kill, stop and
 //! restart single servers.
 //!
+//! The store is chosen by the environment ([`StoreBackend::from_env`]): the in-memory store every server
+//! of the process shares (the default), or, with `KUBE_MVP_STORE=etcd`, a private etcd, each server with
+//! a connection of its own and each cluster under an `--etcd-prefix` of its own: the whole suite runs
+//! on both (CI runs it twice).
+//!
 //! Teardown never leaks: dropping a [`TestCluster`] (also while a failing test unwinds) aborts every
 //! server task, which closes their listeners, and removes the temporary directory;
 //! [`TestCluster::shutdown`] does the same gracefully (servers clean up what they published).
@@ -35,6 +40,79 @@ pub const JANE_TOKEN: &str = "e2e-jane-token";
 
 const TOKENS_CSV: &str = "e2e-admin-token,admin,admin-uid,\"system:masters\"\n\
                           e2e-jane-token,jane,jane-uid,\"developers,qa\"\n";
+
+/// The environment variable that selects the store of fixture clusters: `memory` (default) or `etcd`.
+pub const STORE_ENV: &str = "KUBE_MVP_STORE";
+
+/// Where a fixture cluster keeps its objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreBackend {
+    /// One in-memory store shared by the servers of the cluster (the default).
+    Memory,
+    /// A private etcd shared by the test process, under a key prefix of the cluster's own; every
+    /// server opens its own connection, as separate kube-apiservers do. Needs the `etcd` feature and
+    /// the `etcd` binary.
+    Etcd,
+}
+
+impl StoreBackend {
+    /// The backend [`STORE_ENV`] names (unset: [`StoreBackend::Memory`]).
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(STORE_ENV).as_deref() {
+            Err(_) | Ok("") | Ok("memory") => Ok(Self::Memory),
+            Ok("etcd") => Ok(Self::Etcd),
+            Ok(other) => Err(FixtureError::Store(format!(
+                "{STORE_ENV}={other:?}: expected \"memory\" or \"etcd\""
+            ))),
+        }
+    }
+}
+
+/// The etcd of a fixture cluster: client URL and the cluster's key prefix.
+#[derive(Debug, Clone)]
+struct EtcdLocation {
+    url: String,
+    prefix: String,
+}
+
+/// Opens the cluster store of `backend`: a new in-memory store, or a connection to the shared private
+/// etcd under a fresh prefix.
+async fn open_store(backend: StoreBackend) -> Result<(Arc<dyn Store>, Option<EtcdLocation>)> {
+    match backend {
+        StoreBackend::Memory => Ok((Arc::new(MemoryStore::new()), None)),
+        StoreBackend::Etcd => open_etcd().await,
+    }
+}
+
+#[cfg(feature = "etcd")]
+async fn open_etcd() -> Result<(Arc<dyn Store>, Option<EtcdLocation>)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CLUSTERS: AtomicU64 = AtomicU64::new(0);
+    let etcd = apiserver_fake::etcd_process::EtcdProcess::shared().map_err(FixtureError::Store)?;
+    let location = EtcdLocation {
+        url: etcd.client_url().to_owned(),
+        prefix: format!(
+            "/e2e-{}-{}/registry",
+            std::process::id(),
+            CLUSTERS.fetch_add(1, Ordering::Relaxed)
+        ),
+    };
+    let config = apiserver_fake::store::EtcdConfig {
+        servers: vec![location.url.clone()],
+        prefix: location.prefix.clone(),
+    };
+    let store = apiserver_fake::store::EtcdStore::connect(&config, Duration::from_secs(5))
+        .await
+        .map_err(|e| FixtureError::Store(e.to_string()))?;
+    Ok((Arc::new(store), Some(location)))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn open_etcd() -> Result<(Arc<dyn Store>, Option<EtcdLocation>)> {
+    Err(FixtureError::Store(format!(
+        "{STORE_ENV}=etcd needs the e2e crate's `etcd` feature (cargo test -p e2e --features etcd)"
+    )))
+}
 
 /// Feature gate of the Mixed Version Proxy.
 pub const MVP_GATE: &str = apiserver_fake::config::MVP_FEATURE_GATE;
@@ -359,8 +437,10 @@ impl ClusterBuilder {
             path: token_csv.clone(),
             source,
         })?;
+        let (store, etcd) = open_store(StoreBackend::from_env()?).await?;
         let mut cluster = TestCluster {
-            store: Arc::new(MemoryStore::new()),
+            store,
+            etcd,
             servers: Vec::new(),
             pki,
             paths,
@@ -397,6 +477,7 @@ struct ClusterServer {
 /// A running cluster of fakes. Dropping it aborts every server and removes its files.
 pub struct TestCluster {
     store: Arc<dyn Store>,
+    etcd: Option<EtcdLocation>,
     servers: Vec<ClusterServer>,
     pki: certs::Pki,
     paths: certs::PkiPaths,
@@ -433,15 +514,27 @@ impl TestCluster {
                     .mvp_gate_enabled()
             }
         };
-        let args = builder.command_line(&self.paths, ip, &self.token_csv, peer_ca);
+        let mut args = builder.command_line(&self.paths, ip, &self.token_csv, peer_ca);
+        if let Some(etcd) = &self.etcd {
+            args.push(format!("--etcd-servers={}", etcd.url));
+            args.push(format!("--etcd-prefix={}", etcd.prefix));
+        }
         let flags = ServerFlags::from_args(args).map_err(|e| invalid(e.to_string().trim().to_owned()))?;
         let options = flags.validate().map_err(|e| invalid(e.to_string()))?;
-        let running = apiserver_fake::server::start(options, self.store.clone())
-            .await
-            .map_err(|e| FixtureError::Start {
-                server: builder.name.clone(),
-                message: e.to_string(),
-            })?;
+        // On etcd each server opens a connection of its own, as separate kube-apiservers do.
+        let store = match &self.etcd {
+            None => self.store.clone(),
+            Some(_) => apiserver_fake::store::open(&options.flags, Duration::from_secs(5))
+                .await
+                .map_err(|e| FixtureError::Store(e.to_string()))?,
+        };
+        let running =
+            apiserver_fake::server::start(options, store)
+                .await
+                .map_err(|e| FixtureError::Start {
+                    server: builder.name.clone(),
+                    message: e.to_string(),
+                })?;
         self.pki.write_kubeconfig(
             &self.paths.kubeconfig(&builder.name),
             &running.url(),
@@ -501,7 +594,22 @@ impl TestCluster {
         Ok(self.member(name)?.server_id.clone())
     }
 
-    /// The store every server of the cluster shares (its "etcd").
+    /// Which store the cluster runs on.
+    pub fn backend(&self) -> StoreBackend {
+        if self.etcd.is_some() {
+            StoreBackend::Etcd
+        } else {
+            StoreBackend::Memory
+        }
+    }
+
+    /// On etcd, its client URL and the cluster's `--etcd-prefix`.
+    pub fn etcd(&self) -> Option<(&str, &str)> {
+        self.etcd.as_ref().map(|e| (e.url.as_str(), e.prefix.as_str()))
+    }
+
+    /// The store every server of the cluster shares (its "etcd"; on etcd, a connection of the
+    /// fixture's own under the cluster's prefix).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

@@ -69,6 +69,9 @@ pub enum FixtureError {
         /// The deadline in seconds.
         seconds: u64,
     },
+    /// The store the cluster was asked to run on (`KUBE_MVP_STORE`) is not available.
+    #[error("store: {0}")]
+    Store(String),
     /// kubectl could not be run at all.
     #[error("kubectl: {0}")]
     Kubectl(String),

@@ -55,7 +55,10 @@ pub mod exchange;
 pub mod kubectl;
 
 pub use client::{ClientIdentity, ExchangeRequest, HttpsClient};
-pub use cluster::{ADMIN_TOKEN, ClusterBuilder, JANE_TOKEN, MVP_GATE, PeerProxy, ServerBuilder, TestCluster};
+pub use cluster::{
+    ADMIN_TOKEN, ClusterBuilder, JANE_TOKEN, MVP_GATE, PeerProxy, STORE_ENV, ServerBuilder, StoreBackend,
+    TestCluster,
+};
 pub use error::{FixtureError, Result};
 pub use eventually::eventually;
 pub use exchange::{Exchange, ExchangeBody, redact_json, redact_text};

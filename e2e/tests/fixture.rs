@@ -49,7 +49,10 @@ async fn teardown_releases_tasks_ports_and_files_even_when_the_test_panics() {
         panic!("a failing test");
     });
     assert!(failing_test.catch_unwind().await.is_err());
-    let (addresses, dir) = receiver.recv().unwrap();
+    // The test's body may also fail before it sends (a cluster that does not start): no hang then.
+    let (addresses, dir) = receiver
+        .recv_timeout(Duration::from_secs(1))
+        .expect("the cluster started before the test failed");
     assert_released(&addresses, &dir, baseline).await;
 }
 
@@ -130,4 +133,48 @@ async fn servers_get_their_own_loopback_address_ephemeral_port_and_kubeconfig() 
         cluster.server("zz"),
         Err(FixtureError::UnknownServer(_))
     ));
+}
+
+/// The suite runs on the store `KUBE_MVP_STORE` names: objects written through a server are where
+/// that store keeps them (on etcd, read back with `etcdctl` under the cluster's own prefix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_run_on_the_store_the_environment_names() {
+    let cluster = ClusterBuilder::new().server("a", |s| s).start().await.unwrap();
+    assert_eq!(cluster.backend(), e2e::StoreBackend::from_env().unwrap());
+    let created = cluster
+        .client("a")
+        .unwrap()
+        .post_json(
+            "/api/v1/namespaces/default/configmaps",
+            &serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "where"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.code(), 201, "{}", created.status);
+    match cluster.etcd() {
+        None => {
+            let stored = cluster
+                .store()
+                .get(
+                    &apiserver_fake::store::StorageResource::new("", "configmaps"),
+                    &apiserver_fake::store::ObjectKey::namespaced("default", "where"),
+                )
+                .await;
+            assert!(stored.is_ok(), "{stored:?}");
+        }
+        Some((url, prefix)) => {
+            let output = std::process::Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .arg(format!("--endpoints={url}"))
+                .args([
+                    "get",
+                    "--keys-only",
+                    &format!("{prefix}/configmaps/default/where"),
+                ])
+                .output()
+                .expect("etcdctl runs (Debian: etcd-client)");
+            let keys = String::from_utf8_lossy(&output.stdout);
+            assert_eq!(keys.trim(), format!("{prefix}/configmaps/default/where"));
+        }
+    }
 }
