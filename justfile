@@ -16,6 +16,15 @@ test:
 e2e:
     cargo test -p e2e
 
+# The demo with every server its own process on a private etcd (needs etcd on PATH).
+demo-etcd *ARGS:
+    cargo run --features etcd -p apiserver-fake -- cluster --etcd {{ARGS}}
+
+# The whole e2e suite on etcd, the etcd backend's and process clusters' tests, and the containers suite.
+e2e-etcd:
+    cargo build --features etcd -p apiserver-fake
+    KUBE_MVP_STORE=etcd cargo test --all-features -p e2e -p apiserver-fake
+
 # Review changed snapshots (installs cargo-insta if missing).
 review:
     command -v cargo-insta >/dev/null || cargo install cargo-insta --locked

@@ -510,7 +510,7 @@ impl ServerOptions {
         if !self.flags.bind_address.is_unspecified() {
             return self.flags.bind_address;
         }
-        IpAddr::V4(Ipv4Addr::LOCALHOST)
+        default_interface_address().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
     }
 }
 
@@ -521,6 +521,16 @@ fn machine_hostname() -> String {
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// The address of the interface the default route leaves by, as kube-apiserver advertises when
+/// `--bind-address` is unspecified (`ChooseHostInterface`): the source address the kernel picks for
+/// a datagram to a routed address (nothing is sent). `None` without a default route.
+fn default_interface_address() -> Option<IpAddr> {
+    let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    socket.connect((Ipv4Addr::new(192, 0, 2, 1), 9)).ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_unspecified() && !ip.is_loopback()).then_some(ip)
 }
 
 /// A Go duration (`time.ParseDuration`: `1m0s`, `500ms`, `1h30m`); `None` if malformed or negative.

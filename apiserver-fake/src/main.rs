@@ -9,9 +9,15 @@ use apiserver_fake::config::ServerFlags;
 use apiserver_fake::upgrade::{UpgradeArgs, run_upgrade};
 use clap::{Parser, Subcommand};
 
+/// `--version`: the crate version and the optional backends compiled in (tools check for `etcd`).
+#[cfg(feature = "etcd")]
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (features: etcd)");
+#[cfg(not(feature = "etcd"))]
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// A fake multi-version kube-apiserver for testing the Mixed Version Proxy.
 #[derive(Debug, Parser)]
-#[command(name = "apiserver-fake", version, args_conflicts_with_subcommands = true)]
+#[command(name = "apiserver-fake", version = VERSION, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -306,6 +306,29 @@ pub async fn install(
                 resolver.clone(),
                 cancel.clone(),
             ));
+            // StorageVersion mode asks peers for nothing, so its receipt says whom it can address:
+            // a peer coming up waits until this proxy knows its address (else the alpha 503).
+            let (peer_ids_tx, peer_ids) = watch::channel(None);
+            tasks.spawn(run_identity_lease_informer(
+                state.clone(),
+                peer_ids_tx,
+                cancel.clone(),
+            ));
+            let (receipts_tx, receipts) = watch::channel(Some(peer_receipts::Receipt::new()));
+            tasks.spawn(run_address_receipts(
+                peer_ids,
+                endpoints.clone(),
+                receipts_tx,
+                cancel.clone(),
+            ));
+            tasks.spawn(peer_receipts::run_publisher(
+                state.store.clone(),
+                state.server_id.clone(),
+                receipts,
+                state.options.peer_endpoint_ttl,
+                state.options.peer_endpoint_refresh,
+                cancel.clone(),
+            ));
             state.set_proxy(
                 resolver.clone(),
                 ProxyReadiness {
@@ -451,6 +474,38 @@ async fn run_identity_lease_informer(
         },
     )
     .await;
+}
+
+/// StorageVersion mode's receipt: the peers (with their lease holders) whose address this proxy
+/// holds, renewed whenever the leases or the addresses change.
+async fn run_address_receipts(
+    mut peer_ids: watch::Receiver<PeerIds>,
+    endpoints: Arc<StorePeerEndpoints>,
+    receipts: watch::Sender<Option<peer_receipts::Receipt>>,
+    cancel: CancellationToken,
+) {
+    let mut addresses = endpoints.subscribe();
+    loop {
+        if let Some(ids) = peer_ids.borrow_and_update().clone() {
+            let receipt: peer_receipts::Receipt = ids
+                .iter()
+                .filter(|(id, _)| endpoints.is_reachable(id))
+                .cloned()
+                .collect();
+            receipts.send_if_modified(|current| {
+                let changed = current.as_ref() != Some(&receipt);
+                if changed {
+                    *current = Some(receipt);
+                }
+                changed
+            });
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = peer_ids.changed() => if changed.is_err() { return },
+            changed = addresses.changed() => if changed.is_err() { return },
+        }
+    }
 }
 
 /// Discovery mode: the work queue of upstream's `peer-discovery-cache-sync`, with one key. An

@@ -38,7 +38,7 @@ pub const ADMIN_TOKEN: &str = "e2e-admin-token";
 /// UID and several groups, to see what a proxy forwards.
 pub const JANE_TOKEN: &str = "e2e-jane-token";
 
-const TOKENS_CSV: &str = "e2e-admin-token,admin,admin-uid,\"system:masters\"\n\
+pub(crate) const TOKENS_CSV: &str = "e2e-admin-token,admin,admin-uid,\"system:masters\"\n\
                           e2e-jane-token,jane,jane-uid,\"developers,qa\"\n";
 
 /// The environment variable that selects the store of fixture clusters: `memory` (default) or `etcd`.
@@ -145,7 +145,8 @@ pub struct ServerBuilder {
 }
 
 impl ServerBuilder {
-    fn new(name: &str) -> Self {
+    /// A server `name` with the defaults (version 1.36, all default APIs, hostname = name).
+    pub fn named(name: &str) -> Self {
         Self {
             name: name.to_owned(),
             ip: None,
@@ -264,6 +265,33 @@ impl ServerBuilder {
     }
 
     /// The command line for this server, given the PKI files and its address.
+    /// The command line with `--peer-ca-file` as [`PeerProxy`] says (for `Auto`: exactly when the
+    /// flags turn the proxy's gate on); flags the server would reject are an error.
+    pub(crate) fn full_command_line(
+        &self,
+        paths: &certs::PkiPaths,
+        ip: Ipv4Addr,
+        token_csv: &Path,
+    ) -> Result<Vec<String>> {
+        let peer_ca = match self.peer_proxy {
+            PeerProxy::Always => true,
+            PeerProxy::Never => false,
+            PeerProxy::Auto => {
+                let invalid = |message: String| FixtureError::InvalidFlags {
+                    server: self.name.clone(),
+                    message,
+                };
+                let probe = self.command_line(paths, ip, token_csv, false);
+                let flags = ServerFlags::from_args(probe).map_err(|e| invalid(e.to_string()))?;
+                flags
+                    .validate()
+                    .map_err(|e| invalid(e.to_string()))?
+                    .mvp_gate_enabled()
+            }
+        };
+        Ok(self.command_line(paths, ip, token_csv, peer_ca))
+    }
+
     fn command_line(
         &self,
         paths: &certs::PkiPaths,
@@ -383,7 +411,7 @@ impl ClusterBuilder {
     /// Adds server `name`, configured by `configure` (start from the defaults: version 1.36, all default
     /// APIs, hostname = name).
     pub fn server(mut self, name: &str, configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Self {
-        self.servers.push(configure(ServerBuilder::new(name)));
+        self.servers.push(configure(ServerBuilder::named(name)));
         self
     }
 
@@ -502,19 +530,7 @@ impl TestCluster {
             server: builder.name.clone(),
             message,
         };
-        let peer_ca = match builder.peer_proxy {
-            PeerProxy::Always => true,
-            PeerProxy::Never => false,
-            PeerProxy::Auto => {
-                let probe = builder.command_line(&self.paths, ip, &self.token_csv, false);
-                let flags = ServerFlags::from_args(probe).map_err(|e| invalid(e.to_string()))?;
-                flags
-                    .validate()
-                    .map_err(|e| invalid(e.to_string()))?
-                    .mvp_gate_enabled()
-            }
-        };
-        let mut args = builder.command_line(&self.paths, ip, &self.token_csv, peer_ca);
+        let mut args = builder.full_command_line(&self.paths, ip, &self.token_csv)?;
         if let Some(etcd) = &self.etcd {
             args.push(format!("--etcd-servers={}", etcd.url));
             args.push(format!("--etcd-prefix={}", etcd.prefix));

@@ -49,6 +49,8 @@
 
 pub mod client;
 pub mod cluster;
+#[cfg(feature = "containers")]
+pub mod containers;
 pub mod error;
 pub mod eventually;
 pub mod exchange;

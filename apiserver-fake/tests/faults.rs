@@ -1,0 +1,287 @@
+//! Faults of a real control plane, caused on server processes on etcd
+//! ([`apiserver_fake::process_cluster::ProcessCluster`]): a crash (SIGKILL), a stall (SIGSTOP/SIGCONT), a
+//! graceful stop (SIGTERM) and a restart at another version. Each test asserts what clients of the
+//! proxying server see, as upstream: the 503 shapes of the behaviour matrix while a dead peer is still
+//! chosen, fail-over to a third server once its endpoint record lapses, the StorageVersion/Discovery
+//! difference, and no false 404 after an upgrade.
+//!
+//! `a` (batch/v1 disabled) reaches Jobs only through `b` or `c`. Timing knobs: identity leases of 3 s
+//! renewed every second, endpoint records of 3 s, GC every second, a 2 s request timeout.
+//!
+//! Needs the `etcd` feature and `etcd` on `PATH`; otherwise it says it is skipped (and fails when
+//! `KUBE_MVP_REQUIRE_ETCD=1`, as CI sets it).
+
+mod support;
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn faults_are_skipped_without_the_feature() {
+    support::etcd::skip("apiserver-fake was built without the `etcd` feature");
+}
+
+#[cfg(feature = "etcd")]
+mod with_etcd {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use apiserver_fake::cluster::MemberSpec;
+    use apiserver_fake::process_cluster::{EtcdBackend, ProcessCluster};
+    use http::{Method, StatusCode};
+    use serde_json::Value;
+    use tokio::time::Instant;
+
+    use crate::support::{JOBS, TestClient, job, member};
+
+    const FAST: &[&str] = &[
+        "--identity-lease-renew-interval-seconds=1",
+        "--identity-lease-gc-period-seconds=1",
+        "--peer-endpoint-ttl-seconds=3",
+        "--peer-endpoint-refresh-seconds=1",
+        "--storage-version-gc-period-seconds=1",
+        "--request-timeout=2s",
+    ];
+
+    const STORAGE_VERSION_MODE: &[&str] = &[
+        "--peer-resolution-mode=storage-version",
+        "--feature-gates=StorageVersionAPI=true",
+    ];
+
+    /// `a` (no batch/v1), `b` and `c`; identity leases of `lease_seconds`.
+    fn three_servers(mode: &[&str], lease_seconds: u64) -> Vec<MemberSpec> {
+        let lease = format!("--identity-lease-duration-seconds={lease_seconds}");
+        let flags = [FAST, mode, &[lease.as_str()]].concat();
+        let a_flags = [&flags[..], &["--runtime-config=batch/v1=false"]].concat();
+        vec![
+            member("a", 1, "1.36", &a_flags),
+            member("b", 2, "1.36", &flags),
+            member("c", 3, "1.36", &flags),
+        ]
+    }
+
+    async fn start(members: Vec<MemberSpec>) -> Option<(ProcessCluster, tempfile::TempDir)> {
+        if !apiserver_fake::etcd_process::etcd_installed() {
+            crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cluster = ProcessCluster::start(
+            Path::new(env!("CARGO_BIN_EXE_apiserver-fake")),
+            Some(dir.path().join("cluster")),
+            members,
+            0,
+            EtcdBackend::Private,
+            "/registry",
+        )
+        .await
+        .expect("the cluster starts");
+        Some((cluster, dir))
+    }
+
+    fn client(cluster: &ProcessCluster, name: &str) -> TestClient {
+        let dir = cluster.dir();
+        TestClient::new(
+            &cluster.url(name).unwrap(),
+            &dir.join("ca.crt"),
+            Some((&dir.join("admin.crt"), &dir.join("admin.key"))),
+        )
+    }
+
+    /// What one request answered: `200`, or the status and body of anything else.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Outcome {
+        Ok,
+        Failed(u16, String),
+    }
+
+    async fn list_jobs(client: &TestClient) -> Outcome {
+        match tokio::time::timeout(
+            Duration::from_secs(10),
+            client.try_send(Method::GET, JOBS, &[], None),
+        )
+        .await
+        {
+            Ok(Ok(reply)) if reply.status == StatusCode::OK => Outcome::Ok,
+            Ok(Ok(reply)) => Outcome::Failed(reply.status.as_u16(), reply.text()),
+            Ok(Err(err)) => Outcome::Failed(0, err),
+            Err(_) => Outcome::Failed(0, "no answer within 10 s".to_owned()),
+        }
+    }
+
+    /// Lists Jobs through `a` until 20 answers in a row are 200, for at most `within`; returns every
+    /// failure seen before that. Panics when the cluster does not settle in time.
+    async fn until_steady(client: &TestClient, within: Duration) -> Vec<(u16, String)> {
+        let deadline = Instant::now() + within;
+        let mut failures = Vec::new();
+        let mut in_a_row = 0;
+        while in_a_row < 20 {
+            assert!(
+                Instant::now() < deadline,
+                "not steadily served within {within:?}; failures: {failures:?}"
+            );
+            match list_jobs(client).await {
+                Outcome::Ok => in_a_row += 1,
+                Outcome::Failed(code, body) => {
+                    in_a_row = 0;
+                    failures.push((code, body));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        failures
+    }
+
+    fn refused(body: &str) -> bool {
+        let body = body.trim_end();
+        body.starts_with("dial tcp 127.0.0.2:") && body.ends_with("connect: connection refused")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crashed_peer_costs_503s_until_its_endpoint_lapses_then_a_third_server_serves() {
+        let Some((mut cluster, _dir)) = start(three_servers(&[], 3)).await else {
+            return;
+        };
+        let a = client(&cluster, "a");
+        assert_eq!(
+            client(&cluster, "b").post(JOBS, &job("j")).await.status,
+            StatusCode::CREATED
+        );
+        assert!(until_steady(&a, Duration::from_secs(5)).await.is_empty());
+
+        cluster.kill("b").await.unwrap();
+        let failures = until_steady(&a, Duration::from_secs(10)).await;
+        assert!(
+            !failures.is_empty(),
+            "a picked the dead b at least once before its record lapsed"
+        );
+        // Discovery mode: while b's record lives, a still picks b now and then and relays the dial
+        // error as a plain-text 503; once it lapses a skips b.
+        for (code, body) in &failures {
+            assert_eq!(*code, 503, "{body}");
+            assert!(refused(body), "{body}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn storage_version_mode_answers_503_until_the_crashed_peers_entries_are_collected() {
+        // Leases of 6 s against endpoint records of 3 s: b's record lapses seconds before its lease
+        // expires and its StorageVersion entries are collected.
+        let Some((mut cluster, _dir)) = start(three_servers(STORAGE_VERSION_MODE, 6)).await else {
+            return;
+        };
+        let a = client(&cluster, "a");
+        let before = until_steady(&a, Duration::from_secs(10)).await;
+        assert!(before.is_empty(), "{before:?}");
+
+        cluster.kill("b").await.unwrap();
+        let failures = until_steady(&a, Duration::from_secs(15)).await;
+        // Upstream's alpha: a dead peer is chosen until its StorageVersion entries go (its lease
+        // expires and is collected); after its record lapses the answer is the JSON Status.
+        let mut shapes = std::collections::BTreeSet::new();
+        for (code, body) in &failures {
+            assert_eq!(*code, 503, "{body}");
+            if refused(body) {
+                shapes.insert("refused");
+            } else {
+                let status: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{body}"));
+                assert_eq!(
+                    status["message"],
+                    "Error getting ip and port info of the remote server while proxying"
+                );
+                shapes.insert("no address");
+            }
+        }
+        assert!(
+            shapes.contains("no address"),
+            "the alpha 503 after the record lapsed: {failures:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_peer_times_out_proxied_requests_until_its_endpoint_lapses_and_recovers_on_resume() {
+        let Some((cluster, _dir)) = start(three_servers(&[], 3)).await else {
+            return;
+        };
+        let a = client(&cluster, "a");
+        assert!(until_steady(&a, Duration::from_secs(5)).await.is_empty());
+
+        cluster.stall("b").unwrap();
+        let failures = until_steady(&a, Duration::from_secs(20)).await;
+        assert!(
+            !failures.is_empty(),
+            "a picked the stalled b at least once before its record lapsed"
+        );
+        // A stopped process keeps its sockets: requests a sends it hang until a's request timeout.
+        for (code, body) in &failures {
+            assert_eq!(*code, 504, "{body}");
+            let status: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{body}"));
+            assert_eq!(status["reason"], "Timeout", "{body}");
+        }
+
+        cluster.resume("b").unwrap();
+        let b = client(&cluster, "b");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ready = b.try_send(Method::GET, "/readyz", &[], None).await;
+            if ready.is_ok_and(|r| r.status == StatusCode::OK) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "b serves again after SIGCONT");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            until_steady(&a, Duration::from_secs(10))
+                .await
+                .iter()
+                .all(|(code, _)| *code != 404)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gracefully_stopped_peer_is_forgotten_at_once() {
+        let Some((mut cluster, _dir)) = start(three_servers(&[], 3)).await else {
+            return;
+        };
+        let a = client(&cluster, "a");
+        assert!(until_steady(&a, Duration::from_secs(5)).await.is_empty());
+        cluster.stop("b").await.unwrap();
+        for _ in 0..50 {
+            assert_eq!(
+                list_jobs(&a).await,
+                Outcome::Ok,
+                "b withdrew its record before it stopped"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_restarted_at_a_newer_version_is_proxied_to_from_its_first_ready_moment() {
+        let gate = "--feature-gates=UnknownVersionInteroperabilityProxy=true";
+        let Some((mut cluster, _dir)) = start(vec![
+            member("a", 1, "1.35", &[gate]),
+            member("b", 2, "1.35", &[gate]),
+        ])
+        .await
+        else {
+            return;
+        };
+        let maps = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies";
+        let a = client(&cluster, "a");
+        assert_eq!(
+            a.get(maps).await.status,
+            StatusCode::NOT_FOUND,
+            "no 1.35 server serves v1 MAPs"
+        );
+
+        cluster.stop("b").await.unwrap();
+        cluster.restart("b", Some("1.36")).await.unwrap();
+        // restart returns once b's /readyz is ok: its peers know it by then.
+        let listed = a.get(maps).await;
+        assert_eq!(
+            listed.status,
+            StatusCode::OK,
+            "proxied to the upgraded b: {}",
+            listed.text()
+        );
+        assert_eq!(cluster.manifest()["servers"][1]["kubernetesVersion"], "1.36");
+    }
+}
