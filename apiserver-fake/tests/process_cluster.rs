@@ -262,4 +262,110 @@ mod with_etcd {
         assert!(lines[0].contains("etcd"), "{stderr}");
         assert!(!dir.path().join("cluster.json").exists());
     }
+
+    /// One server on an etcd of the test's own, under `--etcd-prefix=/mine`: it touches no key outside
+    /// its prefix; when etcd goes away `/readyz` says `[-]etcd failed` and a request gets a 500
+    /// Status; when etcd comes back on the same data, so does the server, with its objects.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn losing_etcd_fails_readyz_and_requests_until_it_is_back() {
+        if !etcd_available() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("etcd");
+        let start_etcd = |port: u16| {
+            apiserver_fake::etcd_process::EtcdProcess::start(
+                &data,
+                std::net::Ipv4Addr::LOCALHOST,
+                port,
+                Some(&dir.path().join("etcd.log")),
+                true,
+            )
+            .expect("etcd starts")
+        };
+        let etcd = start_etcd(0);
+        let url = etcd.client_url().to_owned();
+        let etcd_port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+        etcdctl(&url, &["put", "/registry/jobs/default/theirs", "{}"]);
+
+        let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+        let pki = certs::Pki::generate(&certs::PkiSpec::new([certs::ServerSpec::new("a", [ip])])).unwrap();
+        let paths = pki.write_to(&dir.path().join("pki")).unwrap();
+        let port = std::net::TcpListener::bind((ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
+            .arg("--tls-cert-file")
+            .arg(paths.server_cert("a"))
+            .arg("--tls-private-key-file")
+            .arg(paths.server_key("a"))
+            .arg("--client-ca-file")
+            .arg(&paths.ca_cert)
+            .args(["--bind-address=127.0.0.1", &format!("--secure-port={port}")])
+            .args([&format!("--etcd-servers={url}"), "--etcd-prefix=/mine"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = crate::support::TestClient::new(
+            &format!("https://127.0.0.1:{port}"),
+            &paths.ca_cert,
+            Some((&paths.admin_cert, &paths.admin_key)),
+        );
+        let until = |what: &'static str, check: fn(&crate::support::Reply) -> bool| {
+            let client = &client;
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                loop {
+                    if let Ok(reply) = client.try_send(http::Method::GET, "/readyz", &[], None).await
+                        && check(&reply)
+                    {
+                        return reply;
+                    }
+                    assert!(Instant::now() < deadline, "{what}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        until("ready on etcd", |r| r.status == StatusCode::OK).await;
+        let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"}}"#;
+        let created = client.post("/api/v1/namespaces/default/configmaps", cm).await;
+        assert_eq!(created.status, StatusCode::CREATED);
+        let keys = etcdctl(&url, &["get", "", "--prefix", "--keys-only"]);
+        let foreign: Vec<&str> = keys
+            .lines()
+            .filter(|k| !k.is_empty() && !k.starts_with("/mine/"))
+            .collect();
+        assert_eq!(
+            foreign,
+            ["/registry/jobs/default/theirs"],
+            "nothing outside /mine"
+        );
+
+        drop(etcd);
+        let not_ready = until("[-]etcd failed", |r| {
+            r.status == StatusCode::INTERNAL_SERVER_ERROR
+        })
+        .await;
+        assert_eq!(
+            not_ready.text(),
+            "[-]etcd failed: reason withheld\nreadyz check failed\n"
+        );
+        let failed = client.get("/api/v1/namespaces/default/configmaps/kept").await;
+        assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+        let status: Value = serde_json::from_str(&failed.text()).unwrap();
+        assert_eq!(
+            (status["kind"].as_str(), status["code"].as_i64()),
+            (Some("Status"), Some(500))
+        );
+
+        let _etcd = start_etcd(etcd_port);
+        until("ready again", |r| r.status == StatusCode::OK).await;
+        let kept = client.get("/api/v1/namespaces/default/configmaps/kept").await;
+        assert_eq!(kept.status, StatusCode::OK, "{}", kept.text());
+        let _ = server.kill();
+        let _ = server.wait();
+    }
 }
