@@ -250,6 +250,33 @@ mod with_etcd {
     }
 
     #[tokio::test]
+    async fn a_list_at_an_old_revision_reads_that_snapshot() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/snapshot/registry").await;
+        for name in ["a", "b"] {
+            store
+                .create(&jobs(), &ObjectKey::namespaced("x", name), job(name))
+                .await
+                .unwrap();
+        }
+        let (_, first_page_at) = store.list(&jobs(), None).await.unwrap();
+        store
+            .delete(&jobs(), &ObjectKey::namespaced("x", "a"), None)
+            .await
+            .unwrap();
+        store
+            .create(&jobs(), &ObjectKey::namespaced("x", "c"), job("c"))
+            .await
+            .unwrap();
+        let (then, at) = store.list_at(&jobs(), None, first_page_at).await.unwrap();
+        let names: Vec<&str> = then
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!((names, at), (vec!["a", "b"], first_page_at));
+    }
+
+    #[tokio::test]
     async fn a_compacted_revision_is_expired() {
         if private_etcd().is_none() {
             return;
@@ -279,6 +306,11 @@ mod with_etcd {
         etcdctl(&etcd, &["compaction", &rv(&second).to_string()]);
         let err = store.watch(&jobs(), None, Some(rv(&first))).await.err();
         assert!(matches!(err, Some(StoreError::Expired { .. })), "{err:?}");
+        let err = store.list_at(&jobs(), None, rv(&first)).await.err();
+        assert!(
+            matches!(err, Some(StoreError::Expired { .. })),
+            "a continued list: {err:?}"
+        );
         assert!(store.watch(&jobs(), None, Some(rv(&second))).await.is_ok());
     }
 

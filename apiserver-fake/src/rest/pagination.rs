@@ -5,9 +5,10 @@
 //! `<namespace>/<name>` (or `<name>`) relative to the resource prefix, and items are ordered by that key
 //! as etcd orders them (bytewise).
 //!
-//! The in-memory store keeps no old revisions, so a continued list reads the *current* objects after the
-//! start key and reports the token's revision (documented deviation: upstream reads the snapshot at that
-//! revision, or answers 410 once it is compacted).
+//! On etcd a continued list reads the snapshot at the token's revision, and answers upstream's 410
+//! "The provided continue parameter is too old…" once it is compacted. The in-memory store keeps no old
+//! revisions, so there a continued list reads the *current* objects after the start key and reports the
+//! token's revision (documented deviation).
 
 use data_encoding::BASE64URL_NOPAD;
 use serde::{Deserialize, Serialize};

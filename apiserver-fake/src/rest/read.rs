@@ -14,6 +14,7 @@ use super::table::{
 };
 use super::{RestRequest, object};
 use crate::status::Status;
+use crate::store::StoreError;
 
 /// The label/field/name filter of a list, watch or deletecollection.
 #[derive(Debug, Clone, Default)]
@@ -110,6 +111,12 @@ pub async fn get(req: &RestRequest<'_>) -> Result<Response, Status> {
     Ok(req.respond(StatusCode::OK, &render_object(req, object)))
 }
 
+/// Upstream's answer to a continue token whose revision etcd has compacted (`inconsistentContinue`).
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can \
+     start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder \
+     of the results. Continuing with the provided token results in an inconsistent list - objects that were created, \
+     modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
 /// `GET` on a collection.
 pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let selection = Selection::from_request(req)?;
@@ -131,11 +138,20 @@ pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
         }
         None => None,
     };
-    let (items, revision) = req
-        .ctx
-        .store
-        .list(&req.resource.storage(), req.namespace.as_deref())
-        .await?;
+    let storage = req.resource.storage();
+    let (items, revision) = match &token {
+        None => req.ctx.store.list(&storage, req.namespace.as_deref()).await?,
+        // Later pages read the snapshot the first one was read at, as upstream's etcd3 store does.
+        Some(token) => req
+            .ctx
+            .store
+            .list_at(&storage, req.namespace.as_deref(), token.resource_version)
+            .await
+            .map_err(|err| match err {
+                StoreError::Expired { .. } => Status::resource_expired(INCONSISTENT_CONTINUE),
+                other => Status::from(other),
+            })?,
+    };
     let total = items.len();
     let items: Vec<Value> = items.into_iter().filter(|o| selection.matches(o)).collect();
     let unfiltered = items.len() == total && selection.is_empty();

@@ -336,6 +336,39 @@ impl Store for EtcdStore {
         })
     }
 
+    fn list_at<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        revision: u64,
+    ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>> {
+        Box::pin(async move {
+            let mut client = self.client.clone();
+            let at = i64::try_from(revision).map_err(|_| unavailable("revision out of range"))?;
+            let response = client
+                .get(
+                    self.scope_prefix(resource, namespace),
+                    Some(GetOptions::new().with_prefix().with_revision(at)),
+                )
+                .await;
+            let response = match response {
+                Err(etcd_client::Error::GRpcStatus(status)) if status.message().contains("compacted") => {
+                    return Err(StoreError::Expired {
+                        requested: revision,
+                        oldest: revision + 1,
+                    });
+                }
+                other => call(std::future::ready(other)).await?,
+            };
+            let items = response
+                .kvs()
+                .iter()
+                .map(decode)
+                .collect::<StoreResult<Vec<_>>>()?;
+            Ok((items, revision))
+        })
+    }
+
     fn watch<'a>(
         &'a self,
         resource: &'a StorageResource,

@@ -251,6 +251,21 @@ pub trait Store: Send + Sync + 'static {
         namespace: Option<&'a str>,
     ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>>;
 
+    /// [`Store::list`] as of `revision` (a continued list reads the snapshot its first page was read
+    /// at); [`StoreError::Expired`] once that revision is compacted. A store that keeps no old
+    /// revisions (the in-memory one) answers with the current objects and `revision` itself.
+    fn list_at<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        revision: u64,
+    ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>> {
+        Box::pin(async move {
+            let (items, _) = self.list(resource, namespace).await?;
+            Ok((items, revision))
+        })
+    }
+
     /// Changes to `resource` (in `namespace` only, when given) with a revision greater than `from`
     /// (`None`: the current revision, i.e. only future changes). Fails with [`StoreError::Expired`] when
     /// `from` is older than the retained history.
