@@ -54,9 +54,7 @@ pub fn read_custom_resources_file(path: &Path) -> Result<Vec<Value>, CustomResou
         reason,
     };
     let mut documents = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_yaml::with::singleton_map_recursive::deserialize::<Value, _>(document)
-            .map_err(|e| invalid(e.to_string()))?;
+    for value in crate::yaml::decode_stream(&text).map_err(|e| invalid(e.to_string()))? {
         match value {
             Value::Null => {}
             Value::Array(items) => documents.extend(items),

@@ -53,6 +53,7 @@ pub mod store;
 pub mod upgrade;
 pub mod version_info;
 pub mod whoami;
+pub mod yaml;
 
 /// Resolves on SIGINT or SIGTERM (graceful shutdown of the binary and the demo cluster).
 ///

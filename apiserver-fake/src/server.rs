@@ -20,7 +20,6 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use mvp_core::UserInfo;
 use rustls::ServerConfig;
-use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -483,6 +482,65 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     })
 }
 
+/// Go's `tls.RequestClientCert`: a client certificate is asked for (with the client CAs' names as
+/// hints) and, when one is sent, the client must prove it holds its key; whether the chain is
+/// trusted, current or from the right CA is the authenticators' question, answered per request.
+#[derive(Debug)]
+struct RequestClientCert {
+    hints: Vec<rustls::DistinguishedName>,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl RequestClientCert {
+    fn new(roots: &rustls::RootCertStore) -> Self {
+        Self {
+            hints: roots.subjects(),
+            algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+        }
+    }
+}
+
+impl rustls::server::danger::ClientCertVerifier for RequestClientCert {
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &self.hints
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &rustls_pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
 fn server_tls_config(options: &ServerOptions) -> Result<ServerConfig, ServerError> {
     let (Some(cert_file), Some(key_file)) =
         (&options.flags.tls_cert_file, &options.flags.tls_private_key_file)
@@ -498,8 +556,10 @@ fn server_tls_config(options: &ServerOptions) -> Result<ServerConfig, ServerErro
         .map_err(|e| ServerError::ServingCert(format!("{}: {e}", key_file.display())))?
         .ok_or_else(|| ServerError::ServingCert(format!("{}: no private key found", key_file.display())))?;
 
-    // Trust the union of client CAs for the handshake; which one a chain belongs to is decided later
-    // by the authenticators. Clients without certificates are allowed (tokens, 401).
+    // As kube-apiserver (`tls.RequestClientCert`): ask for a client certificate, naming the client
+    // CAs as hints, but verify nothing in the handshake beyond the client's proof that it holds the
+    // key. The authenticators verify the chain against the CA each trusts; a chain none accepts is a
+    // 401 Status, not a failed handshake.
     let mut roots = rustls::RootCertStore::empty();
     for path in [
         &options.flags.client_ca_file,
@@ -517,11 +577,7 @@ fn server_tls_config(options: &ServerOptions) -> Result<ServerConfig, ServerErro
     let builder = if roots.is_empty() {
         ServerConfig::builder().with_no_client_auth()
     } else {
-        let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| ServerError::ServingCert(e.to_string()))?;
-        ServerConfig::builder().with_client_cert_verifier(verifier)
+        ServerConfig::builder().with_client_cert_verifier(Arc::new(RequestClientCert::new(&roots)))
     };
     let mut config = builder
         .with_single_cert(chain, key)

@@ -249,6 +249,24 @@ mod with_etcd {
         assert_eq!(live.event_type, WatchEventType::Modified);
     }
 
+    /// gRPC's default receive limit is 4 MiB; kube-apiserver's etcd client takes up to 2 GiB.
+    #[tokio::test]
+    async fn lists_larger_than_grpcs_default_message_limit_are_read() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/large/registry").await;
+        for i in 0..50 {
+            let mut big = job(&format!("j{i}"));
+            big["spec"]["payload"] = json!("x".repeat(100_000));
+            store
+                .create(&jobs(), &ObjectKey::namespaced("x", &format!("j{i}")), big)
+                .await
+                .unwrap();
+        }
+        let (items, revision) = store.list(&jobs(), None).await.unwrap();
+        assert_eq!(items.len(), 50);
+        assert_eq!(store.list_at(&jobs(), None, revision).await.unwrap().0.len(), 50);
+    }
+
     #[tokio::test]
     async fn a_list_at_an_old_revision_reads_that_snapshot() {
         let Some(etcd) = private_etcd() else { return };

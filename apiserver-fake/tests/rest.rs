@@ -702,10 +702,38 @@ async fn content_negotiation() {
             Method::POST,
             JOBS,
             &[("content-type", "application/yaml")],
-            b"metadata:\n  name: y\n".to_vec(),
+            b"metadata:\n  name: from-yaml\n".to_vec(),
         )
         .await;
     assert_eq!(yaml_body.status, StatusCode::CREATED, "{}", yaml_body.text);
+    // Deeply nested YAML (the 200 kB body that once took 33 s) is a fast 400, four at once too.
+    let started = std::time::Instant::now();
+    let deep = format!(
+        "metadata:\n  name: deep\nspec: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let sends = (0..4).map(|_| {
+        api.send(
+            Method::POST,
+            JOBS,
+            &[("content-type", "application/yaml")],
+            deep.clone().into_bytes(),
+        )
+    });
+    for reply in futures_util::future::join_all(sends).await {
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text);
+        assert!(
+            reply.text.contains("error converting YAML to JSON: yaml: "),
+            "{}",
+            reply.text
+        );
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

@@ -26,6 +26,41 @@ async fn unauthenticated_requests_get_401_status_but_health_is_public() {
     assert_eq!(anonymous.get("/version").await.json()["minor"], "36");
 }
 
+/// As kube-apiserver (`tls.RequestClientCert`): a certificate from a CA the server does not trust
+/// passes the handshake and gets a 401 `Status` from the authenticator, not a TLS alert; with a
+/// valid bearer token beside it the request is authenticated by the token.
+#[tokio::test]
+async fn a_client_certificate_from_an_unknown_ca_is_a_401_status_not_a_failed_handshake() {
+    let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;
+    let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    let stranger = certs::Pki::generate(&certs::PkiSpec::new([certs::ServerSpec::new("x", [ip])])).unwrap();
+    let (_dir, paths) = stranger.write_to_tempdir().unwrap();
+    let client = TestClient::new(
+        &cluster.servers[0].1.url(),
+        &cluster.dir.join("ca.crt"),
+        Some((&paths.admin_cert, &paths.admin_key)),
+    );
+    let reply = client.get("/api/v1/namespaces").await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    let status = reply.json();
+    assert_eq!(
+        (status["kind"].as_str(), status["reason"].as_str()),
+        (Some("Status"), Some("Unauthorized"))
+    );
+
+    let token = std::fs::read_to_string(cluster.dir.join("token")).unwrap();
+    let bearer = format!("Bearer {token}");
+    let with_token = client
+        .send(
+            Method::GET,
+            "/api/v1/namespaces",
+            &[("authorization", &bearer)],
+            None,
+        )
+        .await;
+    assert_eq!(with_token.status, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn x509_token_and_whoami_identify_the_caller() {
     let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;

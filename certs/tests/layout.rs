@@ -88,7 +88,7 @@ fn kubeconfig_points_at_the_server_and_embeds_ca_and_admin() {
         .unwrap();
 
     let text = std::fs::read_to_string(&path).unwrap();
-    let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let yaml: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
     let cluster = &yaml["clusters"][0];
     assert_eq!(cluster["name"], "b");
     assert_eq!(cluster["cluster"]["server"], "https://127.0.0.2:43117");
@@ -97,7 +97,7 @@ fn kubeconfig_points_at_the_server_and_embeds_ca_and_admin() {
     assert_eq!(context["context"]["cluster"], "b");
     assert_eq!(context["context"]["user"], yaml["users"][0]["name"]);
 
-    let decode = |value: &serde_yaml::Value| {
+    let decode = |value: &serde_json::Value| {
         String::from_utf8(BASE64.decode(value.as_str().unwrap().as_bytes()).unwrap()).unwrap()
     };
     assert_eq!(
@@ -113,7 +113,7 @@ fn kubeconfig_points_at_the_server_and_embeds_ca_and_admin() {
 fn kubeconfig_stays_valid_yaml_for_odd_names() {
     let pki = pki();
     let text = pki.kubeconfig("https://[::1]:6443", "odd: \"name\" #1");
-    let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let yaml: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(yaml["clusters"][0]["name"], "odd: \"name\" #1");
     assert_eq!(yaml["clusters"][0]["cluster"]["server"], "https://[::1]:6443");
 }

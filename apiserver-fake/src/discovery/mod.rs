@@ -244,7 +244,7 @@ fn encode<T: Serialize>(document: &T, media: MediaKind) -> Bytes {
         }
         MediaKind::Yaml => {
             let value = serde_json::to_value(document).map(sort_keys).unwrap_or_default();
-            Bytes::from(serde_yaml::to_string(&value).unwrap_or_default())
+            Bytes::from(crate::yaml::encode(&value))
         }
     }
 }

@@ -76,7 +76,7 @@ impl OutputFormat {
                 body.push(b'\n');
                 body.into()
             }
-            Encoding::Yaml => serde_yaml::to_string(value).unwrap_or_default().into(),
+            Encoding::Yaml => crate::yaml::encode(value).into(),
         }
     }
 
@@ -220,7 +220,7 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], custom_resource: bool) -> R
 
 /// Parses YAML into JSON (`error converting YAML to JSON` on failure, as sigs.k8s.io/yaml says).
 pub fn decode_yaml(body: &[u8]) -> Result<Value, Status> {
-    serde_yaml::from_slice::<Value>(body)
+    crate::yaml::decode(body)
         .map_err(|e| Status::bad_request(format!("error converting YAML to JSON: yaml: {e}")))
 }
 

@@ -34,6 +34,10 @@ use super::{
 /// the fake's store calls have no context, so each gets this).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The largest range response a list accepts: kube-apiserver lets its etcd client receive up to
+/// `math.MaxInt32` bytes; gRPC's default (4 MiB) would fail a list of a few thousand objects.
+const MAX_LIST_RESPONSE: usize = i32::MAX as usize;
+
 /// The timeout of the `/readyz` and `/healthz` etcd check (kube-apiserver's
 /// `--etcd-healthcheck-timeout` default).
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -137,6 +141,13 @@ impl EtcdStore {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
+    }
+
+    /// A KV client for range reads of whole resources ([`MAX_LIST_RESPONSE`]).
+    fn list_client(&self) -> etcd_client::KvClient {
+        self.client
+            .kv_client()
+            .max_decoding_message_size(MAX_LIST_RESPONSE)
     }
 
     /// The key prefix of `resource`, with a trailing slash.
@@ -321,8 +332,8 @@ impl Store for EtcdStore {
         namespace: Option<&'a str>,
     ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>> {
         Box::pin(async move {
-            let mut client = self.client.clone();
-            let response = call(client.get(
+            let mut kv = self.list_client();
+            let response = call(kv.get(
                 self.scope_prefix(resource, namespace),
                 Some(GetOptions::new().with_prefix()),
             ))
@@ -343,9 +354,9 @@ impl Store for EtcdStore {
         revision: u64,
     ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>> {
         Box::pin(async move {
-            let mut client = self.client.clone();
+            let mut kv = self.list_client();
             let at = i64::try_from(revision).map_err(|_| unavailable("revision out of range"))?;
-            let response = client
+            let response = kv
                 .get(
                     self.scope_prefix(resource, namespace),
                     Some(GetOptions::new().with_prefix().with_revision(at)),
