@@ -203,6 +203,19 @@ impl StatusCause {
         }
     }
 
+    /// A `field.NotSupported` error: body `Unsupported value: "<value>": supported values: "a", "b"`.
+    pub fn field_not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Self {
+            reason: "FieldValueNotSupported".to_owned(),
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                supported.join(", ")
+            ),
+            field: field.to_owned(),
+        }
+    }
+
     /// The cause as `field.Error.Error()` prints it: `<field>: <body>`.
     fn field_error_string(&self) -> String {
         if self.field.is_empty() {

@@ -1138,3 +1138,68 @@ async fn pods_get_a_generation_from_1_33() {
         .json();
     assert_eq!(generation(&updated), Some(2));
 }
+
+/// Malformed read parameters get kube-apiserver's answers (code, reason, message), in its order:
+/// decoding (400), `ValidateListOptions` (422), the storage layer (500 from the watch cache, 400 from
+/// etcd for a malformed resourceVersion).
+#[tokio::test]
+async fn malformed_read_parameters_get_upstreams_answers() {
+    let api = Api::new();
+    api.post(JOBS, job("a")).await;
+    let parse_uint =
+        r#"resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax"#;
+    let invalid_rv_etcd = format!("invalid resource version: {parse_uint}");
+    let cases: Vec<(String, u16, String)> = vec![
+        (format!("{JOBS}?resourceVersion=abc"), 500, parse_uint.to_owned()),
+        (format!("{JOBS}?resourceVersion=abc&limit=5"), 400, invalid_rv_etcd),
+        (format!("{JOBS}/a?resourceVersion=abc"), 500, parse_uint.to_owned()),
+        (format!("{JOBS}?watch=true&resourceVersion=abc"), 500, parse_uint.to_owned()),
+        (
+            format!("{JOBS}?limit=abc"),
+            400,
+            r#"strconv.ParseInt: parsing "abc": invalid syntax"#.to_owned(),
+        ),
+        (
+            format!("{JOBS}?limit=99999999999999999999"),
+            400,
+            r#"strconv.ParseInt: parsing "99999999999999999999": value out of range"#.to_owned(),
+        ),
+        (
+            format!("{JOBS}?timeoutSeconds=abc"),
+            400,
+            r#"strconv.ParseInt: parsing "abc": invalid syntax"#.to_owned(),
+        ),
+        (
+            format!("{JOBS}?resourceVersionMatch=Exact"),
+            422,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is \
+             forbidden unless resourceVersion is provided"
+                .to_owned(),
+        ),
+        (
+            format!("{JOBS}?watch=true&resourceVersionMatch=NotOlderThan"),
+            422,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is \
+             forbidden for watch unless sendInitialEvents is provided"
+                .to_owned(),
+        ),
+    ];
+    for (path, code, message) in cases {
+        let reply = api.send(Method::GET, &path, &[], vec![]).await;
+        assert_eq!(reply.status.as_u16(), code, "{path}: {}", reply.text);
+        let status = reply.json();
+        assert_eq!(status["kind"], "Status", "{path}");
+        assert_eq!(status["message"], message, "{path}");
+    }
+    // A negative limit is no limit, and the list with a valid resourceVersion is served.
+    for path in [
+        format!("{JOBS}?limit=-1"),
+        format!("{JOBS}?resourceVersion=1&resourceVersionMatch=NotOlderThan"),
+    ] {
+        assert_eq!(
+            api.send(Method::GET, &path, &[], vec![]).await.status,
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+}

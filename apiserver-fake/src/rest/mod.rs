@@ -22,6 +22,7 @@
 pub mod delete;
 pub mod generation;
 pub mod lifecycle;
+pub mod list_options;
 pub mod negotiation;
 pub mod object;
 pub mod pagination;

@@ -5,6 +5,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
+use super::list_options::{self, ReadPath};
 use super::negotiation::Transform;
 use super::object::present_list_item;
 use super::pagination::{ContinueToken, paginate};
@@ -107,6 +108,7 @@ pub fn render_object(req: &RestRequest<'_>, object: Value) -> Value {
 
 /// `GET .../<name>` (and `.../<name>/status`, which returns the whole object as upstream).
 pub async fn get(req: &RestRequest<'_>) -> Result<Response, Status> {
+    list_options::resource_version(&req.query, ReadPath::WatchCache)?;
     let object = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     Ok(req.respond(StatusCode::OK, &render_object(req, object)))
 }
@@ -120,12 +122,15 @@ const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old 
 /// `GET` on a collection.
 pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let selection = Selection::from_request(req)?;
-    let limit = match req.query.get("limit") {
-        None | Some("") => 0,
-        Some(raw) => raw
-            .parse::<i64>()
-            .map_err(|_| Status::bad_request(format!("strconv.ParseInt: parsing {raw:?}: invalid syntax")))?,
+    let limit = list_options::int64(&req.query, "limit")?.unwrap_or(0);
+    list_options::int64(&req.query, "timeoutSeconds")?;
+    list_options::validate(&req.query, false)?;
+    let path = if limit > 0 || req.query.get("resourceVersionMatch") == Some("Exact") {
+        ReadPath::Etcd
+    } else {
+        ReadPath::WatchCache
     };
+    list_options::resource_version(&req.query, path)?;
     let limit = u64::try_from(limit).unwrap_or(0);
     let token = match req.query.get("continue").filter(|c| !c.is_empty()) {
         Some(raw) => {

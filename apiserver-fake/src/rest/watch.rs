@@ -121,14 +121,9 @@ impl State {
 }
 
 fn watch_timeout(req: &RestRequest<'_>) -> Result<Duration, Status> {
-    match req.query.get("timeoutSeconds") {
-        Some(raw) if !raw.is_empty() => {
-            let seconds: i64 = raw.parse().map_err(|_| {
-                Status::bad_request(format!("strconv.ParseInt: parsing {raw:?}: invalid syntax"))
-            })?;
-            Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
-        }
-        _ => Ok(Duration::from_secs(rand::rng().random_range(1800..3600))),
+    match super::list_options::int64(&req.query, "timeoutSeconds")? {
+        Some(seconds) => Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0))),
+        None => Ok(Duration::from_secs(rand::rng().random_range(1800..3600))),
     }
 }
 
@@ -140,14 +135,8 @@ pub async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
     let selection = Selection::from_request(req)?;
     let allow_bookmarks = req.query.flag("allowWatchBookmarks")?;
     let timeout = watch_timeout(req)?;
-    let requested_rv = req.query.get("resourceVersion").filter(|rv| !rv.is_empty());
-    let from = match requested_rv {
-        None | Some("0") => None,
-        Some(raw) => Some(
-            raw.parse::<u64>()
-                .map_err(|_| Status::bad_request(format!("invalid resource version: {raw:?}")))?,
-        ),
-    };
+    super::list_options::validate(&req.query, true)?;
+    let from = super::list_options::resource_version(&req.query, super::list_options::ReadPath::WatchCache)?;
     let send_initial = match req.query.get("sendInitialEvents") {
         Some(_) => req.query.flag("sendInitialEvents")?,
         None => from.is_none(),
