@@ -1,6 +1,6 @@
-//! Authorization: kube-apiserver's `--authorization-mode` for the modes that need no policy,
-//! `AlwaysAllow` (the default) and `AlwaysDeny`, behind the [`Authorizer`] seam a real policy engine
-//! (RBAC, a webhook) would fill.
+//! Authorization: kube-apiserver's `--authorization-mode`: `AlwaysAllow` (the default), `AlwaysDeny`,
+//! `RBAC` (on the store's Roles and bindings, [`crate::rbac`]) and `Node` (which has an opinion only on
+//! kubelets' requests; the fake has no kubelets, so it never has one), behind the [`Authorizer`] seam.
 //!
 //! As upstream, the members of `system:masters` are always allowed (the privileged-group authorizer
 //! kube-apiserver puts in front of the configured modes), and the modes form a union: the first mode
@@ -26,6 +26,11 @@ pub enum AuthorizationMode {
     /// Has no opinion on any request, with the reason "Everything is forbidden." (upstream's wording), so
     /// only `system:masters` get through.
     AlwaysDeny,
+    /// Role-based access control on the store's RBAC objects.
+    Rbac,
+    /// The node authorizer: an opinion only on requests of `system:node:<name>` users in
+    /// `system:nodes`; the fake has no kubelets, so it has none.
+    Node,
 }
 
 /// Why `--authorization-mode` was rejected; one line, kube-apiserver's wording where it has one.
@@ -36,7 +41,7 @@ pub enum AuthorizationModeError {
     Invalid(String),
     /// A mode kube-apiserver knows but the fake does not implement.
     #[error(
-        "authorization-mode {0:?} is not supported by apiserver-fake (supported: AlwaysAllow, AlwaysDeny)"
+        "authorization-mode {0:?} is not supported by apiserver-fake (supported: AlwaysAllow, AlwaysDeny, RBAC, Node)"
     )]
     Unsupported(String),
     /// The same mode twice.
@@ -54,7 +59,9 @@ impl FromStr for AuthorizationMode {
         match s {
             "AlwaysAllow" => Ok(Self::AlwaysAllow),
             "AlwaysDeny" => Ok(Self::AlwaysDeny),
-            "ABAC" | "Webhook" | "RBAC" | "Node" => Err(AuthorizationModeError::Unsupported(s.to_owned())),
+            "RBAC" => Ok(Self::Rbac),
+            "Node" => Ok(Self::Node),
+            "ABAC" | "Webhook" => Err(AuthorizationModeError::Unsupported(s.to_owned())),
             _ => Err(AuthorizationModeError::Invalid(s.to_owned())),
         }
     }
@@ -76,10 +83,20 @@ pub trait Authorize: Send + Sync + std::fmt::Debug {
 }
 
 /// The union of the configured modes behind the privileged-group check.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Authorizer {
     modes: Vec<AuthorizationMode>,
+    /// The RBAC policy, when `RBAC` is one of the modes (fed by [`crate::rbac::run_controller`]).
+    rbac: Option<std::sync::Arc<crate::rbac::RbacAuthorizer>>,
 }
+
+impl PartialEq for Authorizer {
+    fn eq(&self, other: &Self) -> bool {
+        self.modes == other.modes
+    }
+}
+
+impl Eq for Authorizer {}
 
 impl Authorizer {
     /// Parses `--authorization-mode` (comma-separated, in order).
@@ -95,7 +112,15 @@ impl Authorizer {
         if modes.is_empty() {
             return Err(AuthorizationModeError::Empty);
         }
-        Ok(Self { modes })
+        let rbac = modes
+            .contains(&AuthorizationMode::Rbac)
+            .then(std::sync::Arc::default);
+        Ok(Self { modes, rbac })
+    }
+
+    /// The RBAC authorizer, when `RBAC` is configured.
+    pub fn rbac(&self) -> Option<&std::sync::Arc<crate::rbac::RbacAuthorizer>> {
+        self.rbac.as_ref()
     }
 
     /// Whether every request is allowed (no check needed on the hot path).
@@ -109,12 +134,13 @@ impl Default for Authorizer {
     fn default() -> Self {
         Self {
             modes: vec![AuthorizationMode::AlwaysAllow],
+            rbac: None,
         }
     }
 }
 
 impl Authorize for Authorizer {
-    fn authorize(&self, user: &UserInfo, _info: &RequestInfo) -> Decision {
+    fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
             return Decision::Allow;
         }
@@ -122,7 +148,13 @@ impl Authorize for Authorizer {
         for mode in &self.modes {
             match mode {
                 AuthorizationMode::AlwaysAllow => return Decision::Allow,
-                AuthorizationMode::AlwaysDeny => reasons.push("Everything is forbidden."),
+                AuthorizationMode::AlwaysDeny => reasons.push("Everything is forbidden.".to_owned()),
+                AuthorizationMode::Node => {}
+                AuthorizationMode::Rbac => match self.rbac.as_ref().map(|rbac| rbac.authorize(user, info)) {
+                    Some(Ok(())) => return Decision::Allow,
+                    Some(Err(reason)) if !reason.is_empty() => reasons.push(reason),
+                    _ => {}
+                },
             }
         }
         Decision::Deny(reasons.join("\n"))
@@ -205,9 +237,11 @@ mod tests {
             r#"authorization-mode "AlwaysDeny" has mode specified more than once"#
         );
         assert!(matches!(
-            Authorizer::from_flag("RBAC"),
+            Authorizer::from_flag("Webhook"),
             Err(AuthorizationModeError::Unsupported(_))
         ));
+        let kubeadm = Authorizer::from_flag("Node,RBAC").unwrap();
+        assert!(kubeadm.rbac().is_some() && !kubeadm.allows_everything());
         assert_eq!(Authorizer::from_flag(""), Err(AuthorizationModeError::Empty));
     }
 

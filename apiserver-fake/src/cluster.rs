@@ -45,6 +45,23 @@ pub struct ClusterArgs {
     /// The key prefix in etcd (kube-apiserver's --etcd-prefix).
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
+    /// kube-apiserver's --authorization-mode for every server (e.g. `Node,RBAC`, as kubeadm sets it;
+    /// the admin kubeconfigs and the demo token are in system:masters, which RBAC binds to cluster-admin).
+    #[arg(long)]
+    pub authorization_mode: Option<String>,
+}
+
+impl ClusterArgs {
+    /// The servers to start: the preset's, with the cluster-wide flags added.
+    pub fn members(&self) -> Vec<MemberSpec> {
+        let mut members = self.preset.members();
+        if let Some(mode) = &self.authorization_mode {
+            for member in &mut members {
+                member.extra_flags.push(format!("--authorization-mode={mode}"));
+            }
+        }
+        members
+    }
 }
 
 /// A named cluster layout.
@@ -552,7 +569,7 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     tokio::pin!(signal);
     // A signal during start-up drops the half-started cluster, which stops its servers.
     let cluster = tokio::select! {
-        cluster = start_cluster(args.dir, args.preset.members(), args.port) => cluster?,
+        cluster = start_cluster(args.dir.clone(), args.members(), args.port) => cluster?,
         () = &mut signal => return Ok(()),
     };
     print_banner(&cluster.table(), &cluster.dir);
@@ -591,7 +608,7 @@ async fn run_process_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
     let cluster = tokio::select! {
-        cluster = ProcessCluster::start(&binary, args.dir, args.preset.members(), args.port, backend, &args.etcd_prefix) => cluster?,
+        cluster = ProcessCluster::start(&binary, args.dir.clone(), args.members(), args.port, backend, &args.etcd_prefix) => cluster?,
         () = &mut signal => return Ok(()),
     };
     print_banner(&cluster.table(), cluster.dir());

@@ -43,6 +43,7 @@ pub mod peer_proxy;
 pub mod peer_receipts;
 pub mod process_cluster;
 pub mod protobuf;
+pub mod rbac;
 pub mod rest;
 pub mod routes;
 pub mod server;

@@ -187,7 +187,14 @@ impl ServerState {
     /// this run for its discovery ([`crate::peer_receipts`]). So a server that says ready routes to
     /// its peers, and they to it: no false 404 either way.
     pub fn failed_readiness_check(&self) -> Option<&'static str> {
-        if !self.ready.load(Ordering::Acquire) {
+        if self
+            .options
+            .authorizer
+            .rbac()
+            .is_some_and(|rbac| !rbac.is_ready())
+        {
+            Some("rbac/bootstrap-roles")
+        } else if !self.ready.load(Ordering::Acquire) {
             Some("start-kube-apiserver-identity-lease-controller")
         } else if !self.proxy_synced() {
             Some("unknown-version-proxy-filter")
@@ -444,6 +451,13 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         crash.clone(),
     ));
     tasks.spawn(lease_controller.run(cancel.clone()));
+    if let Some(rbac) = state.options.authorizer.rbac() {
+        tasks.spawn(crate::rbac::run_controller(
+            state.store.clone(),
+            rbac.clone(),
+            cancel.clone(),
+        ));
+    }
     tasks.spawn(crate::lease_gc::run_identity_lease_gc(
         state.store.clone(),
         state.options.identity_lease_gc_period,

@@ -45,3 +45,27 @@ async fn the_first_request_once_cluster_json_exists_is_proxied_not_a_false_404()
         drop(demo);
     }
 }
+
+/// `cluster --authorization-mode Node,RBAC` as a user runs it: once `cluster.json` exists the bootstrap
+/// policy is there (`cluster-admin` bound to `system:masters`, the admin kubeconfig's group), the
+/// aggregated `edit` role holds the rules of `system:aggregate-to-edit`, and the admin's first request
+/// is proxied as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rbac_cluster_is_bootstrapped_before_its_manifest_appears() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &["--authorization-mode", "Node,RBAC"]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let a = admin(dir.path(), server(&manifest, "a"));
+    assert_eq!(a.post(JOBS, &job("first")).await.status, StatusCode::CREATED);
+    let binding = a
+        .get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin")
+        .await;
+    assert_eq!(binding.status, StatusCode::OK);
+    assert_eq!(binding.json()["subjects"][0]["name"], "system:masters");
+    let edit = a
+        .get("/apis/rbac.authorization.k8s.io/v1/clusterroles/edit")
+        .await;
+    let rules = edit.json()["rules"].as_array().cloned().unwrap_or_default();
+    assert!(rules.len() > 5, "aggregated into edit: {rules:?}");
+    drop(demo);
+}

@@ -205,6 +205,73 @@ async fn forbidden_request_is_rejected_by_the_source_and_never_proxied() {
     insta::assert_yaml_snapshot!("jobs_via_b_as_jane_when_b_denies_is_403_from_b", answers[1]);
 }
 
+/// `--authorization-mode=Node,RBAC` (as kubeadm sets it) on both servers, with kube-apiserver's bootstrap
+/// policy: a user without a binding gets RBAC's 403 from the server it called (no reason after the
+/// message, as upstream's RBAC has no opinion rather than a denial), and nothing reaches the peer; once an
+/// admin binds the bootstrap `edit` ClusterRole (aggregated from `system:aggregate-to-edit`) to the user
+/// in `default`, its request is proxied and the serving peer's RBAC allows it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_forbids_unbound_users_at_the_source_and_bound_users_are_proxied() {
+    let mut denials = Vec::new();
+    let mut grants = Vec::new();
+    for mode in MODES {
+        let rbac = |s: e2e::ServerBuilder| s.flag("--authorization-mode=Node,RBAC");
+        let cluster = a_and_b_with(mode, rbac, rbac).await;
+        // The admin is in system:masters, bound to cluster-admin.
+        wait_until_b_proxies_jobs(&cluster).await;
+        let mark = log_mark(&cluster, "a");
+        let jane = cluster
+            .client_as("b", ClientIdentity::BearerToken(JANE_TOKEN.to_owned()))
+            .unwrap();
+        let denied = jane.get(JOBS).await.unwrap();
+        assert_eq!(denied.code(), 403, "{mode:?}: {denied:?}");
+        assert_eq!(
+            denied.json()["message"],
+            "jobs.batch is forbidden: User \"jane\" cannot list resource \"jobs\" in API group \"batch\" in \
+             the namespace \"default\""
+        );
+        assert_eq!(
+            requests_seen_by(&cluster, "a", mark, JOBS),
+            0,
+            "{mode:?}: nothing reached a"
+        );
+        // Discovery is open to every authenticated user (system:discovery).
+        assert_eq!(jane.get("/apis").await.unwrap().code(), 200);
+
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "jane-edit", "namespace": "default"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"}],
+        });
+        let created = cluster
+            .client("b")
+            .unwrap()
+            .post_json(
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+                &binding,
+            )
+            .await
+            .unwrap();
+        assert_eq!(created.code(), 201, "{created:?}");
+        let granted = wait_for(&jane, Method::GET, JOBS, None, 200).await;
+        assert!(
+            requests_seen_by(&cluster, "a", mark, JOBS) >= 1,
+            "{mode:?}: proxied to a, which allowed jane too"
+        );
+        let secrets_elsewhere = jane.get("/api/v1/namespaces/kube-system/secrets").await.unwrap();
+        assert_eq!(secrets_elsewhere.code(), 403, "the binding is for default only");
+        denials.push(denied);
+        grants.push(granted);
+    }
+    assert_eq!(denials[0], denials[1]);
+    insta::assert_yaml_snapshot!(
+        "jobs_via_b_as_jane_without_an_rbac_binding_is_403_from_b",
+        denials[1]
+    );
+    insta::assert_yaml_snapshot!("jobs_via_b_as_jane_bound_to_edit_is_proxied_to_a", grants[1]);
+}
+
 async fn wait_for(
     client: &e2e::HttpsClient,
     method: Method,

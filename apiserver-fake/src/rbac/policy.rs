@@ -1,0 +1,445 @@
+//! The RBAC objects an authorizer evaluates, and kube-apiserver's evaluation of them
+//! (`plugin/pkg/auth/authorizer/rbac`: `RBACAuthorizer.Authorize`, `RuleAllows`, `ResourceMatches`).
+
+use std::collections::HashMap;
+
+use mvp_core::{RequestInfo, UserInfo};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One `PolicyRule`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRule {
+    /// Verbs, or `*`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verbs: Vec<String>,
+    /// API groups (`""` is core), or `*`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_groups: Vec<String>,
+    /// Resources, `resource/subresource`, `*/subresource` or `*`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+    /// Object names; empty means every object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_names: Vec<String>,
+    /// Non-resource paths; a trailing `*` matches a prefix.
+    #[serde(default, rename = "nonResourceURLs", skip_serializing_if = "Vec::is_empty")]
+    pub non_resource_urls: Vec<String>,
+}
+
+fn has(values: &[String], wanted: &str) -> bool {
+    values.iter().any(|v| v == "*" || v == wanted)
+}
+
+impl PolicyRule {
+    /// Whether the rule allows the request (`RuleAllows`).
+    pub fn allows(&self, info: &RequestInfo) -> bool {
+        if !has(&self.verbs, &info.verb) {
+            return false;
+        }
+        if !info.is_resource_request {
+            return self.non_resource_urls.iter().any(|url| {
+                url == "*"
+                    || url == &info.path
+                    || url
+                        .strip_suffix('*')
+                        .is_some_and(|prefix| info.path.starts_with(prefix))
+            });
+        }
+        if !has(&self.api_groups, &info.api_group) || !self.resource_matches(info) {
+            return false;
+        }
+        self.resource_names.is_empty() || self.resource_names.iter().any(|n| n == &info.name)
+    }
+
+    fn resource_matches(&self, info: &RequestInfo) -> bool {
+        let combined = if info.subresource.is_empty() {
+            info.resource.clone()
+        } else {
+            format!("{}/{}", info.resource, info.subresource)
+        };
+        self.resources.iter().any(|rule| {
+            rule == "*"
+                || *rule == combined
+                || (!info.subresource.is_empty()
+                    && rule.strip_prefix("*/") == Some(info.subresource.as_str()))
+        })
+    }
+}
+
+/// A `subjects` entry of a binding.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Subject {
+    /// `User`, `Group` or `ServiceAccount`.
+    pub kind: String,
+    /// The user, group or service account name.
+    pub name: String,
+    /// The service account's namespace.
+    #[serde(default)]
+    pub namespace: String,
+}
+
+impl Subject {
+    /// Whether `user` is this subject (`appliesTo`).
+    fn applies_to(&self, user: &UserInfo, binding_namespace: &str) -> bool {
+        match self.kind.as_str() {
+            "User" => user.name == self.name,
+            "Group" => user.groups.iter().any(|g| g == &self.name),
+            "ServiceAccount" => {
+                let namespace = if self.namespace.is_empty() {
+                    binding_namespace
+                } else {
+                    &self.namespace
+                };
+                user.name == format!("system:serviceaccount:{namespace}:{}", self.name)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A binding's `roleRef`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RoleRef {
+    /// `Role` or `ClusterRole`.
+    pub kind: String,
+    /// The role's name.
+    pub name: String,
+}
+
+/// A RoleBinding (with its namespace) or a ClusterRoleBinding (namespace empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// The binding's namespace; empty for a ClusterRoleBinding.
+    pub namespace: String,
+    /// The role it grants.
+    pub role_ref: RoleRef,
+    /// Whom it grants it to.
+    pub subjects: Vec<Subject>,
+}
+
+/// A ClusterRole's `aggregationRule` (its `matchLabels` selectors).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Aggregation {
+    /// One map of required labels per selector; a role matching any selector is aggregated.
+    pub selectors: Vec<HashMap<String, String>>,
+}
+
+/// A ClusterRole as the policy needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterRole {
+    /// Its labels (what aggregation selects on).
+    pub labels: HashMap<String, String>,
+    /// Its own rules.
+    pub rules: Vec<PolicyRule>,
+    /// Its aggregation rule, if any.
+    pub aggregation: Option<Aggregation>,
+}
+
+/// Everything RBAC decides with: roles, cluster roles and bindings as the store holds them.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Roles by `(namespace, name)`.
+    pub roles: HashMap<(String, String), Vec<PolicyRule>>,
+    /// Cluster roles by name, their aggregated rules already merged in.
+    pub cluster_roles: HashMap<String, ClusterRole>,
+    /// ClusterRoleBindings.
+    pub cluster_role_bindings: Vec<Binding>,
+    /// RoleBindings by namespace.
+    pub role_bindings: HashMap<String, Vec<Binding>>,
+}
+
+fn rules_of(object: &Value) -> Vec<PolicyRule> {
+    object
+        .get("rules")
+        .and_then(|r| serde_json::from_value(r.clone()).ok())
+        .unwrap_or_default()
+}
+
+fn string_map(value: Option<&Value>) -> HashMap<String, String> {
+    value
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A ClusterRole object as the policy sees it.
+pub fn cluster_role(object: &Value) -> ClusterRole {
+    let aggregation = object.get("aggregationRule").map(|rule| Aggregation {
+        selectors: rule
+            .get("clusterRoleSelectors")
+            .and_then(Value::as_array)
+            .map(|selectors| {
+                selectors
+                    .iter()
+                    .map(|s| string_map(s.get("matchLabels")))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    });
+    ClusterRole {
+        labels: string_map(object.pointer("/metadata/labels")),
+        rules: rules_of(object),
+        aggregation,
+    }
+}
+
+/// A binding object (`namespace` empty for ClusterRoleBindings); `None` when it has no usable roleRef.
+pub fn binding(object: &Value) -> Option<Binding> {
+    Some(Binding {
+        namespace: object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        role_ref: serde_json::from_value(object.get("roleRef")?.clone()).ok()?,
+        subjects: object
+            .get("subjects")
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .unwrap_or_default(),
+    })
+}
+
+fn name_of(object: &Value) -> String {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The rules `role`'s aggregation rule selects from `roles` (its own excluded), in name order, each
+/// once: what kube-controller-manager's clusterrole-aggregation controller writes into it.
+pub fn aggregated_rules(
+    name: &str,
+    aggregation: &Aggregation,
+    roles: &HashMap<String, ClusterRole>,
+) -> Vec<PolicyRule> {
+    let mut names: Vec<&String> = roles
+        .iter()
+        .filter(|(other, role)| {
+            other.as_str() != name
+                && aggregation
+                    .selectors
+                    .iter()
+                    .any(|selector| selector.iter().all(|(k, v)| role.labels.get(k) == Some(v)))
+        })
+        .map(|(other, _)| other)
+        .collect();
+    names.sort();
+    let mut rules: Vec<PolicyRule> = Vec::new();
+    for other in names {
+        for rule in &roles[other].rules {
+            if !rules.contains(rule) {
+                rules.push(rule.clone());
+            }
+        }
+    }
+    rules
+}
+
+impl Policy {
+    /// The policy of these objects (each list as the store returns it).
+    pub fn from_objects(
+        roles: &[Value],
+        cluster_roles: &[Value],
+        role_bindings: &[Value],
+        cluster_role_bindings: &[Value],
+    ) -> Self {
+        let mut policy = Self::default();
+        for role in roles {
+            let namespace = role
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            policy
+                .roles
+                .insert((namespace.to_owned(), name_of(role)), rules_of(role));
+        }
+        for role in cluster_roles {
+            policy.cluster_roles.insert(name_of(role), cluster_role(role));
+        }
+        let aggregated: Vec<(String, Vec<PolicyRule>)> = policy
+            .cluster_roles
+            .iter()
+            .filter_map(|(name, role)| {
+                let aggregation = role.aggregation.as_ref()?;
+                Some((
+                    name.clone(),
+                    aggregated_rules(name, aggregation, &policy.cluster_roles),
+                ))
+            })
+            .collect();
+        for (name, rules) in aggregated {
+            if let Some(role) = policy.cluster_roles.get_mut(&name) {
+                role.rules = rules;
+            }
+        }
+        policy.cluster_role_bindings = cluster_role_bindings.iter().filter_map(binding).collect();
+        for b in role_bindings.iter().filter_map(binding) {
+            policy
+                .role_bindings
+                .entry(b.namespace.clone())
+                .or_default()
+                .push(b);
+        }
+        policy
+    }
+
+    /// RBAC's decision: `Ok(())` when a rule bound to `user` allows the request; otherwise the
+    /// reason (`RBAC: <errors>` when a binding names a role that does not exist, else empty).
+    pub fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Result<(), String> {
+        let mut errors = Vec::new();
+        let mut check = |binding: &Binding| -> bool {
+            if !binding
+                .subjects
+                .iter()
+                .any(|s| s.applies_to(user, &binding.namespace))
+            {
+                return false;
+            }
+            let rules = match binding.role_ref.kind.as_str() {
+                "ClusterRole" => self.cluster_roles.get(&binding.role_ref.name).map(|r| &r.rules),
+                _ => self
+                    .roles
+                    .get(&(binding.namespace.clone(), binding.role_ref.name.clone())),
+            };
+            match rules {
+                Some(rules) => rules.iter().any(|rule| rule.allows(info)),
+                None => {
+                    let kind = if binding.role_ref.kind == "ClusterRole" {
+                        "clusterrole"
+                    } else {
+                        "role"
+                    };
+                    errors.push(format!(
+                        "{kind}.rbac.authorization.k8s.io {:?} not found",
+                        binding.role_ref.name
+                    ));
+                    false
+                }
+            }
+        };
+        if self.cluster_role_bindings.iter().any(&mut check) {
+            return Ok(());
+        }
+        if !info.namespace.is_empty()
+            && self
+                .role_bindings
+                .get(&info.namespace)
+                .is_some_and(|bindings| bindings.iter().any(&mut check))
+        {
+            return Ok(());
+        }
+        Err(match errors.as_slice() {
+            [] => String::new(),
+            [one] => format!("RBAC: {one}"),
+            many => format!("RBAC: [{}]", many.join(", ")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn info(method: &str, uri: &str) -> RequestInfo {
+        RequestInfo::from_parts(&method.parse().unwrap(), &uri.parse().unwrap()).unwrap()
+    }
+
+    fn user(name: &str, groups: &[&str]) -> UserInfo {
+        let mut user = UserInfo::new(name);
+        user.groups = groups.iter().map(|g| (*g).to_owned()).collect();
+        user
+    }
+
+    fn rule(value: Value) -> PolicyRule {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn rules_match_verbs_groups_resources_subresources_names_and_paths() {
+        let jobs = info("GET", "/apis/batch/v1/namespaces/default/jobs");
+        let job_status = info("PUT", "/apis/batch/v1/namespaces/default/jobs/j/status");
+        let get_j = info("GET", "/apis/batch/v1/namespaces/default/jobs/j");
+        assert!(
+            rule(json!({"verbs": ["list"], "apiGroups": ["batch"], "resources": ["jobs"]})).allows(&jobs)
+        );
+        assert!(
+            !rule(json!({"verbs": ["get"], "apiGroups": ["batch"], "resources": ["jobs"]})).allows(&jobs)
+        );
+        assert!(!rule(json!({"verbs": ["list"], "apiGroups": [""], "resources": ["jobs"]})).allows(&jobs));
+        assert!(rule(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})).allows(&job_status));
+        assert!(
+            !rule(json!({"verbs": ["update"], "apiGroups": ["batch"], "resources": ["jobs"]}))
+                .allows(&job_status)
+        );
+        assert!(
+            rule(json!({"verbs": ["update"], "apiGroups": ["batch"], "resources": ["jobs/status"]}))
+                .allows(&job_status)
+        );
+        assert!(
+            rule(json!({"verbs": ["update"], "apiGroups": ["batch"], "resources": ["*/status"]}))
+                .allows(&job_status)
+        );
+        let named = rule(
+            json!({"verbs": ["get", "list"], "apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": ["j"]}),
+        );
+        assert!(named.allows(&get_j));
+        assert!(!named.allows(&jobs), "a list names no object");
+        let paths = rule(json!({"verbs": ["get"], "nonResourceURLs": ["/healthz", "/apis/*"]}));
+        assert!(paths.allows(&info("GET", "/healthz")));
+        assert!(paths.allows(&info("GET", "/apis/batch")));
+        assert!(!paths.allows(&info("GET", "/version")));
+        assert!(!paths.allows(&jobs), "path rules never allow resource requests");
+    }
+
+    #[test]
+    fn bindings_grant_to_users_groups_and_service_accounts_in_their_scope() {
+        let policy = Policy::from_objects(
+            &[
+                json!({"metadata": {"name": "jobs-reader", "namespace": "default"},
+                     "rules": [{"verbs": ["list"], "apiGroups": ["batch"], "resources": ["jobs"]}]}),
+            ],
+            &[
+                json!({"metadata": {"name": "agg", "labels": {"x": "y"}}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/version"]}]}),
+                json!({"metadata": {"name": "top"}, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}),
+            ],
+            &[
+                json!({"metadata": {"name": "b", "namespace": "default"}, "roleRef": {"kind": "Role", "name": "jobs-reader"},
+                     "subjects": [{"kind": "User", "name": "jane"}, {"kind": "ServiceAccount", "name": "bot"}]}),
+            ],
+            &[
+                json!({"metadata": {"name": "v"}, "roleRef": {"kind": "ClusterRole", "name": "top"}, "subjects": [{"kind": "Group", "name": "qa"}]}),
+                json!({"metadata": {"name": "gone"}, "roleRef": {"kind": "ClusterRole", "name": "missing"}, "subjects": [{"kind": "User", "name": "bob"}]}),
+            ],
+        );
+        let jobs = info("GET", "/apis/batch/v1/namespaces/default/jobs");
+        assert_eq!(policy.authorize(&user("jane", &[]), &jobs), Ok(()));
+        assert_eq!(
+            policy.authorize(&user("system:serviceaccount:default:bot", &[]), &jobs),
+            Ok(())
+        );
+        let elsewhere = info("GET", "/apis/batch/v1/namespaces/other/jobs");
+        assert_eq!(
+            policy.authorize(&user("jane", &[]), &elsewhere),
+            Err(String::new())
+        );
+        assert_eq!(
+            policy.authorize(&user("kim", &["qa"]), &info("GET", "/version")),
+            Ok(()),
+            "aggregated rule"
+        );
+        assert_eq!(
+            policy.authorize(&user("bob", &[]), &jobs),
+            Err("RBAC: clusterrole.rbac.authorization.k8s.io \"missing\" not found".to_owned())
+        );
+    }
+}
