@@ -496,6 +496,13 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     })
 }
 
+/// kube-apiserver's `MaxHeaderBytes` (`1 << 20`): the request headers one request may carry, over
+/// HTTP/1.1 and HTTP/2 (hyper's defaults are about 400 KiB and 16 KiB).
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// How many header fields an HTTP/1.1 request may have (Go counts bytes only; hyper's default is 100).
+const MAX_HEADER_FIELDS: usize = 16 * 1024;
+
 /// Go's `tls.RequestClientCert`: a client certificate is asked for (with the client CAs' names as
 /// hints) and, when one is sent, the client must prove it holds its key; whether the chain is
 /// trusted, current or from the right CA is the authenticators' question, answered per request.
@@ -671,7 +678,12 @@ async fn accept_loop(
             builder
                 .http1()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT);
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                // Go's http.Server reads MaxHeaderBytes (kube-apiserver: 1 MiB) plus 4 KiB of slack,
+                // with no limit on the number of fields; beyond that, 431.
+                .max_buf_size(MAX_HEADER_BYTES + 4096)
+                .max_headers(MAX_HEADER_FIELDS);
+            builder.http2().max_header_list_size(MAX_HEADER_BYTES as u32);
             let conn =
                 builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             tokio::pin!(conn);

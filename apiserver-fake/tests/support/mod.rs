@@ -70,6 +70,15 @@ fn pem_certs(path: &Path) -> Vec<CertificateDer<'static>> {
 impl TestClient {
     /// A client of `server` presenting `cert`/`key` (PEM files), or none.
     pub fn new(base: &str, ca: &Path, identity: Option<(&Path, &Path)>) -> Self {
+        Self::with_protocols(base, ca, identity, true)
+    }
+
+    /// [`Self::new`] speaking HTTP/1.1 only.
+    pub fn http1(base: &str, ca: &Path, identity: Option<(&Path, &Path)>) -> Self {
+        Self::with_protocols(base, ca, identity, false)
+    }
+
+    fn with_protocols(base: &str, ca: &Path, identity: Option<(&Path, &Path)>, http2: bool) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut roots = RootCertStore::empty();
         for cert in pem_certs(ca) {
@@ -82,12 +91,15 @@ impl TestClient {
                 .expect("client cert"),
             None => builder.with_no_client_auth(),
         };
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(config)
             .https_only()
-            .enable_http1()
-            .enable_http2()
-            .build();
+            .enable_http1();
+        let https = if http2 {
+            builder.enable_http2().build()
+        } else {
+            builder.build()
+        };
         Self {
             base: base.to_owned(),
             client: Client::builder(TokioExecutor::new()).build(https),

@@ -1,0 +1,217 @@
+//! A soak of the demo cluster through the proxy: 10^5 proxied GETs at concurrency 64, while 10^4 proxied
+//! writes (Job creates through `a`, which lacks `batch/v1`) run and 1,000 proxied watches stay open, each
+//! expected to see every create in the namespace it watches. Reports errors (any answer that is not a
+//! success, any transport error), writes acknowledged but not stored (lost), watch events not delivered
+//! (missed), GET latency p50/p99 and the process's RSS before and after.
+//!
+//! Run with: `cargo bench -p apiserver-fake --bench soak` (`-- --quick` for a tenth of everything). The
+//! cluster, its clients and the load all live in this one process, as in `proxy_hop`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use apiserver_fake::cluster::{Preset, start_cluster};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{Method, Request};
+use http_body_util::{BodyExt, BodyStream, Full};
+
+type HttpsClient = apiserver_fake::cluster::AdminClient;
+
+/// Resident set size of this process, from /proc/self/status, in MiB.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len().saturating_sub(1))]
+}
+
+async fn send(
+    client: &HttpsClient,
+    method: Method,
+    url: &str,
+    body: Option<String>,
+) -> Result<(u16, Bytes), String> {
+    let mut request = Request::builder().method(method).uri(url);
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| e.to_string())?;
+    let response = client.request(request).await.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, body))
+}
+
+fn job(name: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{name}"}},"spec":{{"template":{{"spec":{{"restartPolicy":"Never","containers":[{{"name":"c","image":"busybox"}}]}}}}}}}}"#
+    )
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let scale = if quick { 10 } else { 1 };
+    let (gets, writes, watches) = (100_000 / scale, 10_000 / scale, 1_000 / scale);
+    let watched_writes = 100 / scale.min(10);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = rlimit::increase_nofile_limit(u64::MAX);
+        let cluster = start_cluster(None, Preset::Default.members(), 0).await.expect("cluster");
+        let client = cluster.admin_client().expect("admin client");
+        let (a, b) = (cluster.servers[0].1.url(), cluster.servers[1].1.url());
+        for ns in ["soak", "watched"] {
+            let body = format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{ns}"}}}}"#);
+            let (status, _) = send(&client, Method::POST, &format!("{b}/api/v1/namespaces"), Some(body)).await.expect("namespace");
+            assert!(status < 300, "namespace {ns}: {status}");
+        }
+        let jobs = |ns: &str| format!("{a}/apis/batch/v1/namespaces/{ns}/jobs");
+        let (status, _) = send(&client, Method::POST, &jobs("soak"), Some(job("probe"))).await.expect("probe");
+        assert_eq!(status, 201, "the first proxied create");
+        let rss_before = rss_mib();
+        println!(
+            "soak: {gets} proxied GETs at concurrency 64, {writes} proxied creates ({watched_writes} of them watched), {watches} proxied watches; RSS before {rss_before:.0} MiB"
+        );
+
+        // Watches first: each must see every create in `watched`.
+        let events = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(AtomicU64::new(0));
+        let mut watchers = Vec::new();
+        for _ in 0..watches {
+            let (client, url, events, errors) = (client.clone(), format!("{}?watch=true", jobs("watched")), events.clone(), errors.clone());
+            watchers.push(tokio::spawn(async move {
+                let request = Request::get(&url).body(Full::new(Bytes::new())).expect("request");
+                let Ok(response) = client.request(request).await else {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    return 0;
+                };
+                let mut stream = BodyStream::new(response.into_body());
+                let mut seen = 0;
+                while seen < watched_writes {
+                    match tokio::time::timeout(Duration::from_secs(120), stream.next()).await {
+                        Ok(Some(Ok(frame))) => {
+                            if let Ok(data) = frame.into_data() {
+                                let added = data.windows(7).filter(|w| w == b"\"ADDED\"").count();
+                                seen += added;
+                                events.fetch_add(added as u64, Ordering::Relaxed);
+                            }
+                        }
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            break;
+                        }
+                    }
+                }
+                seen
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let started = Instant::now();
+        let next_get = Arc::new(AtomicU64::new(0));
+        let mut readers = Vec::new();
+        for _ in 0..64 {
+            let (client, url, next_get, errors) = (client.clone(), jobs("soak"), next_get.clone(), errors.clone());
+            readers.push(tokio::spawn(async move {
+                let mut samples = Vec::new();
+                while next_get.fetch_add(1, Ordering::Relaxed) < gets as u64 {
+                    let start = Instant::now();
+                    match send(&client, Method::GET, &url, None).await {
+                        Ok((200, _)) => samples.push(start.elapsed()),
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                samples
+            }));
+        }
+        let mut writers = Vec::new();
+        for w in 0..8 {
+            let (client, a_jobs, watched, errors) = (client.clone(), jobs("soak"), jobs("watched"), errors.clone());
+            writers.push(tokio::spawn(async move {
+                let mut acknowledged = Vec::new();
+                for i in (w..writes).step_by(8) {
+                    let (url, name) = if i < watched_writes {
+                        (&watched, format!("w-{i}"))
+                    } else {
+                        (&a_jobs, format!("s-{i}"))
+                    };
+                    match send(&client, Method::POST, url, Some(job(&name))).await {
+                        Ok((201, _)) => acknowledged.push(name),
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                acknowledged
+            }));
+        }
+        let mut samples = Vec::new();
+        for reader in readers {
+            samples.extend(reader.await.expect("reader"));
+        }
+        let mut acknowledged = Vec::new();
+        for writer in writers {
+            acknowledged.extend(writer.await.expect("writer"));
+        }
+        let mut missed = 0;
+        for watcher in watchers {
+            missed += watched_writes.saturating_sub(watcher.await.expect("watcher"));
+        }
+        let elapsed = started.elapsed();
+
+        // Every acknowledged create must be stored (read back from b, which serves Jobs itself).
+        let mut stored = std::collections::HashSet::new();
+        for ns in ["soak", "watched"] {
+            let (_, body) = send(&client, Method::GET, &format!("{b}/apis/batch/v1/namespaces/{ns}/jobs"), None)
+                .await
+                .expect("list");
+            let list: serde_json::Value = serde_json::from_slice(&body).expect("JSON list");
+            for item in list["items"].as_array().into_iter().flatten() {
+                if let Some(name) = item["metadata"]["name"].as_str() {
+                    stored.insert(name.to_owned());
+                }
+            }
+        }
+        let lost = acknowledged.iter().filter(|n| !stored.contains(*n)).count();
+        samples.sort();
+        let rss_after = rss_mib();
+        println!(
+            "done in {:.1} s: errors {}, lost writes {lost} of {} acknowledged, missed watch events {missed} of {} ({} delivered)",
+            elapsed.as_secs_f64(),
+            errors.load(Ordering::Relaxed),
+            acknowledged.len(),
+            watches * watched_writes,
+            events.load(Ordering::Relaxed),
+        );
+        println!(
+            "proxied GET p50 {:.3?} p99 {:.3?} ({} answered, {:.0}/s); RSS {rss_before:.0} MiB before, {rss_after:.0} MiB after",
+            percentile(&samples, 0.5),
+            percentile(&samples, 0.99),
+            samples.len(),
+            samples.len() as f64 / elapsed.as_secs_f64(),
+        );
+        cluster.shutdown().await;
+    });
+}
