@@ -314,19 +314,11 @@ pub async fn install(
                 peer_ids_tx,
                 cancel.clone(),
             ));
-            let (receipts_tx, receipts) = watch::channel(Some(peer_receipts::Receipt::new()));
+            let receipts = publish_receipts(state, tasks, cancel);
             tasks.spawn(run_address_receipts(
                 peer_ids,
                 endpoints.clone(),
-                receipts_tx,
-                cancel.clone(),
-            ));
-            tasks.spawn(peer_receipts::run_publisher(
-                state.store.clone(),
-                state.server_id.clone(),
                 receipts,
-                state.options.peer_endpoint_ttl,
-                state.options.peer_endpoint_refresh,
                 cancel.clone(),
             ));
             state.set_proxy(
@@ -366,22 +358,12 @@ pub async fn install(
                 peer_ids_tx,
                 cancel.clone(),
             ));
-            // Published at once, empty: a peer that comes up while this proxy has not yet synced
-            // must wait for it rather than find no receipt and take itself for known.
-            let (receipts_tx, receipts) = watch::channel(Some(peer_receipts::Receipt::new()));
+            let receipts = publish_receipts(state, tasks, cancel);
             tasks.spawn(run_peer_discovery_sync(
                 sync,
                 peer_ids.clone(),
                 endpoints.clone(),
-                receipts_tx,
-                cancel.clone(),
-            ));
-            tasks.spawn(peer_receipts::run_publisher(
-                state.store.clone(),
-                state.server_id.clone(),
                 receipts,
-                state.options.peer_endpoint_ttl,
-                state.options.peer_endpoint_refresh,
                 cancel.clone(),
             ));
             let resolver = Arc::new(DiscoveryResolver::new(
@@ -474,6 +456,26 @@ async fn run_identity_lease_informer(
         },
     )
     .await;
+}
+
+/// Starts publishing this server's discovery receipt and returns where the proxy reports it. It is
+/// published at once, empty: a peer that comes up while this proxy has not yet synced must wait for
+/// it rather than find no receipt and take itself for known.
+fn publish_receipts(
+    state: &Arc<ServerState>,
+    tasks: &mut JoinSet<()>,
+    cancel: &CancellationToken,
+) -> watch::Sender<Option<peer_receipts::Receipt>> {
+    let (receipts_tx, receipts) = watch::channel(Some(peer_receipts::Receipt::new()));
+    tasks.spawn(peer_receipts::run_publisher(
+        state.store.clone(),
+        state.server_id.clone(),
+        receipts,
+        state.options.peer_endpoint_ttl,
+        state.options.peer_endpoint_refresh,
+        cancel.clone(),
+    ));
+    receipts_tx
 }
 
 /// StorageVersion mode's receipt: the peers (with their lease holders) whose address this proxy
