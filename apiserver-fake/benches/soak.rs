@@ -1,4 +1,4 @@
-//! A soak of the demo cluster through the proxy: 10^5 proxied GETs at concurrency 64, while 10^4 proxied
+//! A soak of the demo cluster through the proxy: 10^5 proxied GETs (of one Job) at concurrency 64, while 10^4 proxied
 //! writes (Job creates through `a`, which lacks `batch/v1`) run and 1,000 proxied watches stay open, each
 //! expected to see every create in the namespace it watches. Reports errors (any answer that is not a
 //! success, any transport error), writes acknowledged but not stored (lost), watch events not delivered
@@ -59,6 +59,34 @@ async fn send(
     Ok((status, body))
 }
 
+/// `count` GETs of `url` from 64 workers; the latencies of the successful ones, errors counted.
+async fn get_load(client: &HttpsClient, url: &str, count: u64, errors: &Arc<AtomicU64>) -> Vec<Duration> {
+    let next = Arc::new(AtomicU64::new(0));
+    let mut readers = Vec::new();
+    for _ in 0..64 {
+        let (client, url, next, errors) = (client.clone(), url.to_owned(), next.clone(), errors.clone());
+        readers.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < count {
+                let start = Instant::now();
+                match send(&client, Method::GET, &url, None).await {
+                    Ok((200, _)) => samples.push(start.elapsed()),
+                    _ => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            samples
+        }));
+    }
+    let mut samples = Vec::new();
+    for reader in readers {
+        samples.extend(reader.await.expect("reader"));
+    }
+    samples.sort();
+    samples
+}
+
 fn job(name: &str) -> String {
     format!(
         r#"{{"apiVersion":"batch/v1","kind":"Job","metadata":{{"name":"{name}"}},"spec":{{"template":{{"spec":{{"restartPolicy":"Never","containers":[{{"name":"c","image":"busybox"}}]}}}}}}}}"#
@@ -79,6 +107,9 @@ fn main() {
         let _ = rlimit::increase_nofile_limit(u64::MAX);
         let cluster = start_cluster(None, Preset::Default.members(), 0).await.expect("cluster");
         let client = cluster.admin_client().expect("admin client");
+        // The watches on a connection of their own, as an informer's client would hold them: one HTTP/2
+        // connection carries at most 1,000 streams (kube-apiserver's limit), all of them taken here.
+        let watch_client = cluster.admin_client().expect("admin client");
         let (a, b) = (cluster.servers[0].1.url(), cluster.servers[1].1.url());
         for ns in ["soak", "watched"] {
             let body = format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{ns}"}}}}"#);
@@ -98,7 +129,7 @@ fn main() {
         let errors = Arc::new(AtomicU64::new(0));
         let mut watchers = Vec::new();
         for _ in 0..watches {
-            let (client, url, events, errors) = (client.clone(), format!("{}?watch=true", jobs("watched")), events.clone(), errors.clone());
+            let (client, url, events, errors) = (watch_client.clone(), format!("{}?watch=true", jobs("watched")), events.clone(), errors.clone());
             watchers.push(tokio::spawn(async move {
                 let request = Request::get(&url).body(Full::new(Bytes::new())).expect("request");
                 let Ok(response) = client.request(request).await else {
@@ -127,25 +158,18 @@ fn main() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
 
+        // The reference, in the same run: the same GETs sent directly to b, before any other load.
+        let direct_errors = Arc::new(AtomicU64::new(0));
+        let direct_started = Instant::now();
+        let direct = get_load(&client, &format!("{b}/apis/batch/v1/namespaces/soak/jobs/probe"), gets as u64, &direct_errors).await;
+        let direct_elapsed = direct_started.elapsed();
+
         let started = Instant::now();
-        let next_get = Arc::new(AtomicU64::new(0));
-        let mut readers = Vec::new();
-        for _ in 0..64 {
-            let (client, url, next_get, errors) = (client.clone(), jobs("soak"), next_get.clone(), errors.clone());
-            readers.push(tokio::spawn(async move {
-                let mut samples = Vec::new();
-                while next_get.fetch_add(1, Ordering::Relaxed) < gets as u64 {
-                    let start = Instant::now();
-                    match send(&client, Method::GET, &url, None).await {
-                        Ok((200, _)) => samples.push(start.elapsed()),
-                        _ => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                samples
-            }));
-        }
+        let proxied_url = format!("{}/probe", jobs("soak"));
+        let readers = {
+            let (client, errors) = (client.clone(), errors.clone());
+            tokio::spawn(async move { get_load(&client, &proxied_url, gets as u64, &errors).await })
+        };
         let mut writers = Vec::new();
         for w in 0..8 {
             let (client, a_jobs, watched, errors) = (client.clone(), jobs("soak"), jobs("watched"), errors.clone());
@@ -167,10 +191,7 @@ fn main() {
                 acknowledged
             }));
         }
-        let mut samples = Vec::new();
-        for reader in readers {
-            samples.extend(reader.await.expect("reader"));
-        }
+        let samples = readers.await.expect("readers");
         let mut acknowledged = Vec::new();
         for writer in writers {
             acknowledged.extend(writer.await.expect("writer"));
@@ -195,7 +216,6 @@ fn main() {
             }
         }
         let lost = acknowledged.iter().filter(|n| !stored.contains(*n)).count();
-        samples.sort();
         let rss_after = rss_mib();
         println!(
             "done in {:.1} s: errors {}, lost writes {lost} of {} acknowledged, missed watch events {missed} of {} ({} delivered)",
@@ -211,6 +231,14 @@ fn main() {
             percentile(&samples, 0.99),
             samples.len(),
             samples.len() as f64 / elapsed.as_secs_f64(),
+        );
+        println!(
+            "reference, direct GET to b before the soak: p50 {:.3?} p99 {:.3?} ({} answered, {:.0}/s, errors {})",
+            percentile(&direct, 0.5),
+            percentile(&direct, 0.99),
+            direct.len(),
+            direct.len() as f64 / direct_elapsed.as_secs_f64(),
+            direct_errors.load(Ordering::Relaxed),
         );
         cluster.shutdown().await;
     });

@@ -500,6 +500,10 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
 /// HTTP/1.1 and HTTP/2 (hyper's defaults are about 400 KiB and 16 KiB).
 const MAX_HEADER_BYTES: usize = 1 << 20;
 
+/// Concurrent HTTP/2 streams per connection: kube-apiserver sets `--http2-max-streams-per-connection`
+/// to 1000 (hyper's default, 200, lets 200 open watches of one client stall all its other requests).
+const HTTP2_MAX_STREAMS_PER_CONNECTION: u32 = 1000;
+
 /// How many header fields an HTTP/1.1 request may have (Go counts bytes only; hyper's default is 100).
 const MAX_HEADER_FIELDS: usize = 16 * 1024;
 
@@ -683,7 +687,10 @@ async fn accept_loop(
                 // with no limit on the number of fields; beyond that, 431.
                 .max_buf_size(MAX_HEADER_BYTES + 4096)
                 .max_headers(MAX_HEADER_FIELDS);
-            builder.http2().max_header_list_size(MAX_HEADER_BYTES as u32);
+            builder
+                .http2()
+                .max_header_list_size(MAX_HEADER_BYTES as u32)
+                .max_concurrent_streams(HTTP2_MAX_STREAMS_PER_CONNECTION);
             let conn =
                 builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             tokio::pin!(conn);

@@ -1,6 +1,7 @@
 //! Proxied long-running requests never starve the others: with 1,000 proxied watches open from the
-//! server without `batch/v1` to its peer (five times the 200 concurrent streams one HTTP/2
-//! connection allows), ordinary proxied requests are still answered at once.
+//! server without `batch/v1` to its peer (as many as the concurrent streams one HTTP/2 connection
+//! allows), ordinary proxied requests are still answered at once; and one client connection carries
+//! more watches than hyper's default stream limit.
 
 mod support;
 
@@ -81,4 +82,35 @@ async fn a_thousand_proxied_watches_leave_other_proxied_requests_fast() {
         "ordinary proxied requests wait behind watches: slowest {slowest:?}"
     );
     assert_eq!(open.len(), WATCHES);
+}
+
+/// One client connection, as client-go shares one HTTP/2 connection per server: with 300 watches open
+/// on it (more than hyper's default of 200 concurrent streams, within kube-apiserver's 1,000), the
+/// same connection still carries other requests at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_http2_connection_carries_three_hundred_watches_and_more_requests() {
+    let cluster = cluster(seed_members(&[], &[])).await;
+    let b = TestClient::admin(&cluster, 1);
+    let mut watches = Vec::new();
+    for _ in 0..300 {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(10),
+            b.open(http::Method::GET, &format!("{JOBS}?watch=1"), &[], None),
+        )
+        .await
+        .expect("the watch gets its headers");
+        assert_eq!(reply.status(), StatusCode::OK);
+        assert_eq!(reply.version(), http::Version::HTTP_2);
+        watches.push(reply);
+    }
+    let started = Instant::now();
+    let listed = tokio::time::timeout(Duration::from_secs(5), b.get(JOBS))
+        .await
+        .expect("answered beside 300 open watches");
+    assert_eq!(listed.status, StatusCode::OK);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }
