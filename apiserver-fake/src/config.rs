@@ -502,7 +502,7 @@ impl ServerOptions {
     }
 
     /// kube-apiserver's public address: `--advertise-address`, else `--bind-address` when it is not
-    /// unspecified, else loopback (the fake does not probe the host's default interface).
+    /// unspecified, else the address of the host's default interface (loopback without one).
     pub fn public_address(&self) -> IpAddr {
         if let Some(ip) = self.flags.advertise_address {
             return ip;

@@ -53,7 +53,7 @@ fn free_port(ip: Ipv4Addr) -> std::io::Result<u16> {
 impl EtcdProcess {
     /// Starts etcd with its data in `data_dir` (created if missing), listening on `ip` at `port` for
     /// clients (0: a free port), and waits until `/health` says so. Its log goes to
-    /// `data_dir/../etcd.log` when `log` is `None`.
+    /// `<data_dir>.log` when `log` is `None`.
     ///
     /// With `tie_to_parent`, etcd runs under `sh` holding a pipe from this process and is killed when
     /// the pipe closes: it cannot outlive a test process that exits without dropping it (a shared

@@ -527,10 +527,17 @@ async fn run_peer_discovery_sync(
 ) {
     let mut addresses = endpoints.subscribe();
     let cache = sync.cache().clone();
-    let unreached_with_address = |ids: &[(String, String)]| {
-        ids.iter()
-            .any(|(id, _)| !cache.has_reached(id) && endpoints.is_reachable(id))
-    };
+    // The addresses the last attempt used: a peer that comes back at another address (a restart
+    // on a new port, its old record not yet lapsed) is asked again there, even though the attempt
+    // at the old address "reached" it with a transport error.
+    let mut used = addresses.borrow().clone();
+    let worth_asking =
+        |ids: &[(String, String)], now: &HashMap<String, String>, used: &HashMap<String, String>| {
+            ids.iter().any(|(id, _)| {
+                let moved = now.get(id).is_some_and(|address| used.get(id) != Some(address));
+                moved || (!cache.has_reached(id) && endpoints.is_reachable(id))
+            })
+        };
     // The first list the informer publishes is work too, whether it came before this task started
     // or comes after.
     let mut pending = true;
@@ -538,15 +545,20 @@ async fn run_peer_discovery_sync(
     loop {
         let ids = peer_ids.borrow_and_update().clone();
         if let Some(ids) = ids.filter(|_| pending) {
+            used = addresses.borrow().clone();
             let names: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
             let result = tokio::select! {
                 () = cancel.cancelled() => return,
                 result = sync.sync(&names) => result,
             };
             cache.mark_synced();
+            // Only peers whose discovery this proxy holds: a peer this attempt could not fetch
+            // (it counts as reached for this server's own readiness, so one broken peer cannot
+            // hold everyone back) must not take itself for known.
+            let entries = cache.entries();
             let receipt = ids
                 .iter()
-                .filter(|(id, _)| cache.has_reached(id))
+                .filter(|(id, _)| entries.contains_key(id))
                 .cloned()
                 .collect();
             receipts.send_replace(Some(receipt));
@@ -568,7 +580,8 @@ async fn run_peer_discovery_sync(
                     return;
                 }
                 let ids = peer_ids.borrow().clone();
-                pending = ids.is_some_and(|ids| unreached_with_address(&ids));
+                let now = addresses.borrow().clone();
+                pending = ids.is_some_and(|ids| worth_asking(&ids, &now, &used));
             }
             () = tokio::time::sleep(backoff), if retry => pending = true,
         }

@@ -103,13 +103,13 @@ impl ProcessCluster {
         let (dir, pki, tempdir) = (prepared.dir, prepared.pki, prepared.tempdir);
         let (etcd, etcd_servers) = match backend {
             EtcdBackend::Private => {
-                let etcd = EtcdProcess::start(
-                    &dir.join("etcd"),
-                    std::net::Ipv4Addr::LOCALHOST,
-                    0,
-                    Some(&dir.join("etcd.log")),
-                    true,
-                )
+                // Starting etcd polls its health with blocking sleeps: off the async workers.
+                let (data, log) = (dir.join("etcd"), dir.join("etcd.log"));
+                let etcd = tokio::task::spawn_blocking(move || {
+                    EtcdProcess::start(&data, std::net::Ipv4Addr::LOCALHOST, 0, Some(&log), true)
+                })
+                .await
+                .context("failed to start etcd")?
                 .context("failed to start etcd")?;
                 let url = etcd.client_url().to_owned();
                 (Some(etcd), vec![url])

@@ -202,7 +202,8 @@ mod with_etcd {
         assert_eq!(
             job.status,
             StatusCode::OK,
-            "the Job survives, read through a's proxy"
+            "the Job survives, read through a's proxy: {}",
+            job.text()
         );
     }
 

@@ -88,7 +88,11 @@ async fn open_store(backend: StoreBackend) -> Result<(Arc<dyn Store>, Option<Etc
 async fn open_etcd() -> Result<(Arc<dyn Store>, Option<EtcdLocation>)> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static CLUSTERS: AtomicU64 = AtomicU64::new(0);
-    let etcd = apiserver_fake::etcd_process::EtcdProcess::shared().map_err(FixtureError::Store)?;
+    // The first call starts etcd and polls its health with blocking sleeps: off the async workers.
+    let etcd = tokio::task::spawn_blocking(apiserver_fake::etcd_process::EtcdProcess::shared)
+        .await
+        .map_err(|e| FixtureError::Store(e.to_string()))?
+        .map_err(FixtureError::Store)?;
     let location = EtcdLocation {
         url: etcd.client_url().to_owned(),
         prefix: format!(
@@ -264,7 +268,6 @@ impl ServerBuilder {
         self
     }
 
-    /// The command line for this server, given the PKI files and its address.
     /// The command line with `--peer-ca-file` as [`PeerProxy`] says (for `Auto`: exactly when the
     /// flags turn the proxy's gate on); flags the server would reject are an error.
     pub(crate) fn full_command_line(
@@ -292,6 +295,7 @@ impl ServerBuilder {
         Ok(self.command_line(paths, ip, token_csv, peer_ca))
     }
 
+    /// The command line for this server, given the PKI files and its address.
     fn command_line(
         &self,
         paths: &certs::PkiPaths,

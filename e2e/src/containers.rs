@@ -78,8 +78,17 @@ fn scratch_image(name: &str, binary: &Path, entrypoint: &str) -> Result<GenericB
     Ok(image)
 }
 
-/// Builds [`FAKE_IMAGE`] from `fake_binary` and [`ETCD_IMAGE`] from the `etcd` on `PATH`.
+/// Builds [`FAKE_IMAGE`] from `fake_binary` and [`ETCD_IMAGE`] from the `etcd` on `PATH`, once per
+/// process (every cluster of a test run uses the same binary).
 pub async fn build_images(fake_binary: &Path) -> Result<()> {
+    static BUILT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    BUILT
+        .get_or_try_init(|| build_images_now(fake_binary))
+        .await
+        .map(|_| ())
+}
+
+async fn build_images_now(fake_binary: &Path) -> Result<()> {
     let etcd = which("etcd").ok_or_else(|| FixtureError::Store("no etcd binary on PATH".to_owned()))?;
     for (name, binary, entrypoint) in [
         (FAKE_IMAGE, fake_binary, "apiserver-fake"),
@@ -407,7 +416,10 @@ impl ContainerCluster {
             .with_network(&self.network)
             .with_container_name(self.container_name(&name))
             .with_hostname(&name)
-            .with_mount(Mount::bind_mount(self.dir.path().display().to_string(), PKI_DIR))
+            .with_mount(
+                Mount::bind_mount(self.dir.path().display().to_string(), PKI_DIR)
+                    .with_access_mode(testcontainers::core::AccessMode::ReadOnly),
+            )
             .start()
             .await
             .map_err(|e| FixtureError::Start {

@@ -163,8 +163,8 @@ pub async fn run_controller(store: Arc<dyn Store>, rbac: Arc<RbacAuthorizer>, ca
         {
             let policy =
                 policy::Policy::from_objects(roles, cluster_roles, role_bindings, cluster_role_bindings);
+            write_aggregated_rules(store.as_ref(), cluster_roles, &policy).await;
             rbac.policy.store(policy);
-            write_aggregated_rules(store.as_ref(), cluster_roles).await;
             // After the first write-back: a server that says ready shows aggregated roles whole.
             rbac.synced.store(true, Ordering::Release);
         }
@@ -175,32 +175,22 @@ pub async fn run_controller(store: Arc<dyn Store>, rbac: Arc<RbacAuthorizer>, ca
     }
 }
 
-/// The clusterrole-aggregation controller: writes into each aggregated ClusterRole the rules its
-/// selectors gather, when they differ from what it holds (a conflict with another server's write is
-/// left to the next change).
-async fn write_aggregated_rules(store: &dyn Store, cluster_roles: &[Value]) {
-    let roles: std::collections::HashMap<String, policy::ClusterRole> = cluster_roles
-        .iter()
-        .filter_map(|r| {
-            Some((
-                r.pointer("/metadata/name")?.as_str()?.to_owned(),
-                policy::cluster_role(r),
-            ))
-        })
-        .collect();
+/// The clusterrole-aggregation controller: writes into each aggregated ClusterRole the rules `policy`
+/// gathered for it (aggregation resolved through aggregated roles), when they differ from what it
+/// holds (a conflict with another server's write is left to the next change).
+async fn write_aggregated_rules(store: &dyn Store, cluster_roles: &[Value], policy: &policy::Policy) {
     for object in cluster_roles {
         let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str) else {
             continue;
         };
-        let Some(aggregation) = roles.get(name).and_then(|r| r.aggregation.as_ref()) else {
+        let Some(role) = policy.cluster_roles.get(name).filter(|r| r.aggregation.is_some()) else {
             continue;
         };
-        let rules = policy::aggregated_rules(name, aggregation, &roles);
-        if roles[name].rules == rules {
+        if policy::cluster_role(object).rules == role.rules {
             continue;
         }
         let mut updated = object.clone();
-        updated["rules"] = serde_json::to_value(&rules).unwrap_or_default();
+        updated["rules"] = serde_json::to_value(&role.rules).unwrap_or_default();
         let _ = store
             .update(
                 &resource("clusterroles"),
@@ -267,5 +257,11 @@ mod tests {
         );
         let edit = &policy.cluster_roles["edit"].rules;
         assert!(edit.len() > view.len());
+        // Two levels: admin gathers edit, which gathers view.
+        let admin_rules = &policy.cluster_roles["admin"].rules;
+        assert!(
+            view.iter()
+                .all(|rule| edit.contains(rule) && admin_rules.contains(rule))
+        );
     }
 }

@@ -264,20 +264,25 @@ impl Policy {
         for role in cluster_roles {
             policy.cluster_roles.insert(name_of(role), cluster_role(role));
         }
-        let aggregated: Vec<(String, Vec<PolicyRule>)> = policy
-            .cluster_roles
-            .iter()
-            .filter_map(|(name, role)| {
-                let aggregation = role.aggregation.as_ref()?;
-                Some((
-                    name.clone(),
-                    aggregated_rules(name, aggregation, &policy.cluster_roles),
-                ))
-            })
-            .collect();
-        for (name, rules) in aggregated {
-            if let Some(role) = policy.cluster_roles.get_mut(&name) {
-                role.rules = rules;
+        // Aggregated roles select aggregated roles (`edit` carries `aggregate-to-admin`, `view`
+        // `aggregate-to-edit`): repeat until nothing changes, at most once per role.
+        for _ in 0..policy.cluster_roles.len() {
+            let aggregated: Vec<(String, Vec<PolicyRule>)> = policy
+                .cluster_roles
+                .iter()
+                .filter_map(|(name, role)| {
+                    let aggregation = role.aggregation.as_ref()?;
+                    let rules = aggregated_rules(name, aggregation, &policy.cluster_roles);
+                    (rules != role.rules).then(|| (name.clone(), rules))
+                })
+                .collect();
+            if aggregated.is_empty() {
+                break;
+            }
+            for (name, rules) in aggregated {
+                if let Some(role) = policy.cluster_roles.get_mut(&name) {
+                    role.rules = rules;
+                }
             }
         }
         policy.cluster_role_bindings = cluster_role_bindings.iter().filter_map(binding).collect();

@@ -103,15 +103,35 @@ async fn call<T>(future: impl std::future::Future<Output = Result<T, etcd_client
 /// Groups served from CRDs (and the aggregator's and apiextensions' own groups) are stored under
 /// `<prefix>/<group>/<resource>`.
 fn stored_without_group(group: &str) -> bool {
-    match group {
-        "" | "apps" | "batch" | "autoscaling" | "policy" | "extensions" => true,
-        "apiextensions.k8s.io" | "apiregistration.k8s.io" => false,
-        // Two resources of one name in two built-in groups (core and events.k8s.io Events) share
-        // one key upstream, which converts between their versions; the fake does not convert, so
-        // they keep distinct keys.
-        "events.k8s.io" => false,
-        other => other.ends_with(".k8s.io"),
-    }
+    // The groups of Kubernetes' built-in APIs (1.28–1.36), whose resources upstream keys by resource
+    // alone. Any other group, `*.k8s.io` ones served from CRDs included (Gateway API, snapshots), is a
+    // custom resource group and keyed with the group. Not here: apiextensions.k8s.io and
+    // apiregistration.k8s.io (upstream keys them with the group), and events.k8s.io, whose Events
+    // upstream shares with the core group's through conversion, which the fake does not do.
+    const BUILT_IN: &[&str] = &[
+        "",
+        "admissionregistration.k8s.io",
+        "apps",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "autoscaling",
+        "batch",
+        "certificates.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "extensions",
+        "flowcontrol.apiserver.k8s.io",
+        "internal.apiserver.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "storagemigration.k8s.io",
+    ];
+    BUILT_IN.contains(&group)
 }
 
 fn revision(value: i64) -> u64 {
@@ -356,21 +376,18 @@ impl Store for EtcdStore {
         Box::pin(async move {
             let mut kv = self.list_client();
             let at = i64::try_from(revision).map_err(|_| unavailable("revision out of range"))?;
-            let response = kv
-                .get(
-                    self.scope_prefix(resource, namespace),
-                    Some(GetOptions::new().with_prefix().with_revision(at)),
-                )
-                .await;
-            let response = match response {
-                Err(etcd_client::Error::GRpcStatus(status)) if status.message().contains("compacted") => {
-                    return Err(StoreError::Expired {
-                        requested: revision,
-                        oldest: revision + 1,
-                    });
-                }
-                other => call(std::future::ready(other)).await?,
-            };
+            let response = call(kv.get(
+                self.scope_prefix(resource, namespace),
+                Some(GetOptions::new().with_prefix().with_revision(at)),
+            ))
+            .await
+            .map_err(|err| match err {
+                StoreError::Unavailable(message) if message.contains("compacted") => StoreError::Expired {
+                    requested: revision,
+                    oldest: revision + 1,
+                },
+                other => other,
+            })?;
             let items = response
                 .kvs()
                 .iter()
@@ -584,6 +601,8 @@ mod tests {
             "apiregistration.k8s.io",
             "stable.example.com",
             "events.k8s.io",
+            "gateway.networking.k8s.io",
+            "snapshot.storage.k8s.io",
         ] {
             assert!(!stored_without_group(group), "{group}");
         }
