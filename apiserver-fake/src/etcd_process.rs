@@ -46,7 +46,9 @@ pub struct EtcdProcess {
     tied: bool,
 }
 
-fn free_port(ip: Ipv4Addr) -> std::io::Result<u16> {
+/// A free TCP port on `ip` (the kernel's choice; released before the caller's process binds it).
+pub(crate) fn free_port(ip: impl Into<std::net::IpAddr>) -> std::io::Result<u16> {
+    let ip = ip.into();
     Ok(TcpListener::bind((ip, 0))?.local_addr()?.port())
 }
 

@@ -297,6 +297,15 @@ pub async fn install(
         passed: Latch::default(),
     });
 
+    // Both modes follow the peers' identity leases and publish a receipt of the peers they know.
+    let (peer_ids_tx, peer_ids) = watch::channel(None);
+    tasks.spawn(run_identity_lease_informer(
+        state.clone(),
+        peer_ids_tx,
+        cancel.clone(),
+    ));
+    let receipts = publish_receipts(state, tasks, cancel);
+
     let mode = state.options.peer_resolution_mode;
     let layer = match mode {
         PeerResolutionMode::StorageVersion => {
@@ -308,13 +317,6 @@ pub async fn install(
             ));
             // StorageVersion mode asks peers for nothing, so its receipt says whom it can address:
             // a peer coming up waits until this proxy knows its address (else the alpha 503).
-            let (peer_ids_tx, peer_ids) = watch::channel(None);
-            tasks.spawn(run_identity_lease_informer(
-                state.clone(),
-                peer_ids_tx,
-                cancel.clone(),
-            ));
-            let receipts = publish_receipts(state, tasks, cancel);
             tasks.spawn(run_address_receipts(
                 peer_ids,
                 endpoints.clone(),
@@ -352,13 +354,6 @@ pub async fn install(
                 transport.clone(),
                 Some(metrics.clone()),
             );
-            let (peer_ids_tx, peer_ids) = watch::channel(None);
-            tasks.spawn(run_identity_lease_informer(
-                state.clone(),
-                peer_ids_tx,
-                cancel.clone(),
-            ));
-            let receipts = publish_receipts(state, tasks, cancel);
             tasks.spawn(run_peer_discovery_sync(
                 sync,
                 peer_ids.clone(),

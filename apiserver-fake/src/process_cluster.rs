@@ -10,7 +10,7 @@
 //! (`--exit-when-stdin-closes`): if the cluster's process dies, even by SIGKILL, its servers shut
 //! down instead of lingering on their ports.
 
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -77,14 +77,6 @@ async fn check_etcd(servers: &[String], prefix: &str) -> anyhow::Result<()> {
     }
 }
 
-/// A free TCP port on `ip` (the kernel's choice; released before the server binds it).
-fn free_port(ip: IpAddr) -> anyhow::Result<u16> {
-    Ok(TcpListener::bind((ip, 0))
-        .with_context(|| format!("no free port on {ip}"))?
-        .local_addr()?
-        .port())
-}
-
 impl ProcessCluster {
     /// Writes the PKI for `members` into `dir` (a temporary directory when `None`), starts etcd (or
     /// uses the existing one) and one process of `binary` per member on `port` (0: a free port each),
@@ -133,7 +125,12 @@ impl ProcessCluster {
             _tempdir: tempdir,
         };
         for spec in members {
-            let port = if port == 0 { free_port(spec.ip)? } else { port };
+            let port = if port == 0 {
+                crate::etcd_process::free_port(spec.ip)
+                    .with_context(|| format!("no free port on {}", spec.ip))?
+            } else {
+                port
+            };
             let mut member = Member {
                 spec,
                 port,
