@@ -37,6 +37,7 @@ pub mod informer;
 pub mod lease;
 pub mod lease_gc;
 pub mod metrics;
+pub mod openapi;
 pub mod peer_aggregated;
 pub mod peer_endpoint;
 pub mod peer_proxy;

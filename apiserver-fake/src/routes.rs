@@ -283,6 +283,9 @@ async fn api(State(state): State<Arc<ServerState>>, req: Request) -> Response {
     if let Some(response) = crate::discovery::serve(&parts, &served, &state.discovery) {
         return response.map(Body::from);
     }
+    if let Some(response) = state.openapi.serve(&parts, state.options.binary_version, &served) {
+        return response.map(Body::from);
+    }
     let Some(info) = parts.extensions.get::<RequestInfo>().cloned() else {
         return not_found();
     };
@@ -307,6 +310,23 @@ pub fn not_found() -> Response {
     response
         .headers_mut()
         .insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// [`not_found`] for handlers that build `Response<Bytes>`.
+pub fn not_found_bytes() -> http::Response<bytes::Bytes> {
+    let mut response = http::Response::new(bytes::Bytes::from_static(b"404 page not found\n"));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     response
 }
 

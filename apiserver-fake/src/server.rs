@@ -140,6 +140,8 @@ pub struct ServerState {
     pub local_addr: SocketAddr,
     /// What discovery documents need to know about this server.
     pub discovery: DiscoveryContext,
+    /// `/openapi/v2` and `/openapi/v3`, cached per served API set.
+    pub openapi: crate::openapi::OpenApiService,
     /// The peer proxy's resolver, once installed.
     pub proxy_resolver: std::sync::OnceLock<Arc<dyn mvp_core::PeerResolver>>,
     /// The peer proxy's readiness check, once installed; `/readyz` waits for it.
@@ -410,6 +412,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         peers_know_server: std::sync::OnceLock::new(),
         proxy_endpoints: std::sync::OnceLock::new(),
         discovery,
+        openapi: Default::default(),
         peer_aggregated,
         metrics,
         options,
