@@ -29,6 +29,7 @@ pub mod config;
 pub mod crd;
 pub mod discovery;
 pub mod etcd_process;
+pub mod flow_control;
 pub mod gv_exclusion;
 pub mod identity;
 pub mod impersonation;

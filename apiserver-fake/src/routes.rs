@@ -54,6 +54,7 @@ pub fn handler_chain(
         .fallback(api)
         .with_state(state.clone());
     let front = ServiceBuilder::new()
+        .map_response(default_cache_control)
         .layer(from_fn_with_state((authenticator, state.clone()), authenticate))
         .layer(from_fn_with_state(state.clone(), record_and_classify))
         .layer(from_fn_with_state(state, request_deadline));
@@ -66,6 +67,16 @@ pub fn handler_chain(
         ),
         None => BoxCloneSyncService::new(front.service(router)),
     }
+}
+
+/// Outermost, kube-apiserver's `WithCacheControl`: every response that does not set `Cache-Control`
+/// itself (discovery and OpenAPI do) gets `no-cache, private`, so no shared cache keeps API answers.
+fn default_cache_control(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-cache, private"));
+    response
 }
 
 /// Between authorization and the MVP filter, the request deadline (kube-apiserver's `WithRequestDeadline` and
@@ -193,6 +204,8 @@ async fn record_and_classify(
             audit_id: String::from_utf8_lossy(audit_id.as_bytes()).into_owned(),
         });
     }
+    let user = req.extensions().get::<UserInfo>().cloned();
+    let path = req.uri().path().to_owned();
     let (verb, group, version, resource) = (
         info.verb.clone(),
         info.api_group.clone(),
@@ -215,6 +228,10 @@ async fn record_and_classify(
         }
     };
     response.headers_mut().insert(AUDIT_ID_HEADER, audit_id);
+    if let Some(user) = &user {
+        // API Priority and Fairness classifies after authentication, before authorization.
+        crate::flow_control::add_headers(response.headers_mut(), user, &path);
+    }
     state
         .metrics
         .observe_request(&verb, &group, &version, &resource, response.status().as_u16());

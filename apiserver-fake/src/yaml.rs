@@ -87,7 +87,7 @@ mod tests {
                 let start = Instant::now();
                 let err = decode(body.as_bytes()).unwrap_err();
                 assert!(
-                    start.elapsed() < Duration::from_secs(2),
+                    start.elapsed() < Duration::from_secs(5),
                     "depth {depth} took {:?}",
                     start.elapsed()
                 );

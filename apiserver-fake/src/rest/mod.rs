@@ -20,9 +20,11 @@
 //! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
 pub mod delete;
+pub mod field_validation;
 pub mod generation;
 pub mod lifecycle;
 pub mod list_options;
+pub mod managed_fields;
 pub mod negotiation;
 pub mod object;
 pub mod pagination;
@@ -88,6 +90,12 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// `group/version`, with an empty group before the slash for core (`/v1`), as Go's
+    /// `GroupVersionKind.String()` writes it.
+    pub fn api_version_with_core_slash(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

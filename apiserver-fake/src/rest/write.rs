@@ -12,6 +12,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
+use super::field_validation::{self, FieldValidation};
 use super::generation;
 use super::lifecycle::{admit_create, prepare_for_create};
 use super::negotiation::{content_type, decode_body};
@@ -33,13 +34,131 @@ fn now() -> String {
     crate::store::now_timestamp()
 }
 
+/// Where a body being checked came from (upstream words its errors differently for each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodySource<'b> {
+    /// A create or update body, with its raw bytes when it was JSON (duplicate fields are found there).
+    Object(Option<&'b [u8]>),
+    /// The result of a JSON, merge or strategic merge patch.
+    Patched,
+}
+
+/// Field validation of a built-in object about to be written ([`field_validation`]): unknown fields
+/// dropped, wrong types refused, and what the directive says about the unknown and duplicate ones
+/// (the `Warning` header values it returns, or the strict decoding error).
+fn validate_fields(
+    req: &RestRequest<'_>,
+    object: &mut Value,
+    source: BodySource<'_>,
+    options_kind: &str,
+) -> Result<Vec<String>, Status> {
+    let directive = FieldValidation::from_query(req.query.get("fieldValidation"), options_kind)?;
+    if req.resource.custom {
+        return Ok(Vec::new());
+    }
+    let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
+    let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
+    else {
+        return Ok(Vec::new());
+    };
+    let prefix = field_validation::kind_prefix(&req.resource.kind, &req.resource.version);
+    let mut findings = field_validation::decode(definitions, definition, object)
+        .map_err(|e| Status::bad_request(format!("{prefix}{e}")))?;
+    match source {
+        BodySource::Object(raw) => {
+            if let Some(raw) = raw {
+                findings.problems.extend(field_validation::duplicate_fields(raw));
+            }
+            findings.enforce(directive, &prefix)
+        }
+        BodySource::Patched => findings.enforce(directive, ""),
+    }
+}
+
+/// Server-side apply converts the applied configuration to the kind's schema before anything else, and
+/// a field the kind does not declare fails that conversion whatever `fieldValidation` says (upstream's
+/// `failed to create typed patch object (<ns>/<name>; <group>/<version>, Kind=<kind>): .spec.foo: field
+/// not declared in schema`, a 500 without reason).
+fn check_applied_fields(req: &RestRequest<'_>, body: &[u8]) -> Result<(), Status> {
+    if req.resource.custom {
+        return Ok(());
+    }
+    let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
+    let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
+    else {
+        return Ok(());
+    };
+    // An unparsable body gets the patch's own error later.
+    let Ok(mut applied) = super::negotiation::decode_yaml(body) else {
+        return Ok(());
+    };
+    let gvk = format!(
+        "{}, Kind={}",
+        req.resource.api_version_with_core_slash(),
+        req.resource.kind
+    );
+    let object = format!(
+        "{}/{}; {gvk}",
+        applied
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        applied
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    );
+    let failure = |detail: String| {
+        Status::failure(
+            500,
+            crate::status::StatusReason::Unknown,
+            format!("failed to create typed patch object ({object}): {detail}"),
+        )
+    };
+    let findings = field_validation::decode(definitions, definition, &mut applied).map_err(failure)?;
+    match findings.problems.first() {
+        Some(problem) => {
+            let path = problem
+                .strip_prefix("unknown field \"")
+                .and_then(|p| p.strip_suffix('"'))
+                .unwrap_or(problem);
+            Err(failure(format!(".{path}: field not declared in schema")))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The raw body when it is JSON (where duplicate fields can be seen).
+fn json_body<'b>(req: &RestRequest<'_>, body: &'b [u8]) -> Option<&'b [u8]> {
+    (content_type(&req.headers).as_deref() == Some("application/json")).then_some(body)
+}
+
+/// Adds upstream's `Warning: 299 - "<text>"` headers.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        if let Ok(value) = http::HeaderValue::from_str(&format!("299 - {warning:?}")) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
+    }
+    response
+}
+
 /// POST on a collection.
 pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let body = read_body(body).await?;
-    let object = decode_body(&req.headers, &body, req.resource.custom)?;
+    let mut object = decode_body(&req.headers, &body, req.resource.custom)?;
     check_type_meta(&object, &req.resource.api_version(), &req.resource.kind)?;
+    let warnings = validate_fields(
+        req,
+        &mut object,
+        BodySource::Object(json_body(req, &body)),
+        "CreateOptions",
+    )?;
     let (created, code) = create_object(req, object).await?;
-    Ok(req.respond(code, &render_object(req, created)))
+    Ok(with_warnings(
+        req.respond(code, &render_object(req, created)),
+        &warnings,
+    ))
 }
 
 /// Creates `object` (already decoded) as POST does; shared with server-side apply of a missing object.
@@ -243,6 +362,12 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let body = read_body(body).await?;
     let mut object = decode_body(&req.headers, &body, req.resource.custom)?;
     check_type_meta(&object, &req.resource.api_version(), &req.resource.kind)?;
+    let warnings = validate_fields(
+        req,
+        &mut object,
+        BodySource::Object(json_body(req, &body)),
+        "UpdateOptions",
+    )?;
     check_update_name(&mut object, &req.info.name, req.namespace.as_deref())?;
     if let Some(rv) = object
         .pointer("/metadata/resourceVersion")
@@ -256,7 +381,10 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let next = merge_for_write(req, &current, object);
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
-    Ok(req.respond(StatusCode::OK, &render_object(req, written)))
+    Ok(with_warnings(
+        req.respond(StatusCode::OK, &render_object(req, written)),
+        &warnings,
+    ))
 }
 
 /// PATCH on an object (or its status).
@@ -268,6 +396,9 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         patch::require_field_manager(req.query.get("fieldManager"))?;
     }
     let body = read_body(body).await?;
+    if patch_type == PatchType::Apply {
+        check_applied_fields(req, &body)?;
+    }
     for _ in 0..PATCH_ATTEMPTS {
         let current = match req.ctx.store.get(&req.resource.storage(), &req.key()).await {
             Ok(current) => current,
@@ -290,6 +421,11 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             return Err(Status::bad_request("the patch result is not a JSON object"));
         }
         check_type_meta(&patched, &req.resource.api_version(), &req.resource.kind)?;
+        let warnings = if patch_type == PatchType::Apply {
+            Vec::new()
+        } else {
+            validate_fields(req, &mut patched, BodySource::Patched, "PatchOptions")?
+        };
         check_update_name(&mut patched, &req.info.name, req.namespace.as_deref())?;
         let patched_rv = patched
             .pointer("/metadata/resourceVersion")
@@ -304,7 +440,10 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         match write(req, next, current_rv).await {
             Ok(written) => {
                 let written = finish_deletion(req, written).await?;
-                return Ok(req.respond(StatusCode::OK, &render_object(req, written)));
+                return Ok(with_warnings(
+                    req.respond(StatusCode::OK, &render_object(req, written)),
+                    &warnings,
+                ));
             }
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
