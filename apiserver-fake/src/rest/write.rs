@@ -12,6 +12,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
+use super::defaults::{self, service_ip};
 use super::generation;
 use super::lifecycle::{admit_create, prepare_for_create};
 use super::negotiation::{content_type, decode_body};
@@ -68,8 +69,24 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
     if let Some(namespace) = &req.namespace {
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
     }
+    let version = req.ctx.binary_version;
+    // Decoding defaults the body (`SetDefaults_*`); the strategy then resets status, which reading the
+    // stored object back defaults again, hence defaults on both sides of `PrepareForCreate`.
+    defaults::set_defaults(&req.resource, version, &mut object);
     prepare_for_create(&req.resource, &mut object, &now());
+    defaults::set_defaults(&req.resource, version, &mut object);
     generation::prepare_for_create(req.generation_bump(), &mut object);
+    // A Service's allocation and its write are one step for other creates (see `service_ip`).
+    let _allocation = if is_service(req) {
+        let guard = service_ip::lock().await;
+        if let Some(map) = object.as_object_mut() {
+            let shown = if name.is_empty() { &generate } else { &name };
+            service_ip::allocate(req.ctx.store.as_ref(), &req.ctx.service_cidr, map, shown).await?;
+        }
+        Some(guard)
+    } else {
+        None
+    };
     let object = crate::rest::object::present(object, &req.resource.api_version(), &req.resource.kind);
     let storage = req.resource.storage();
     let attempts = if name.is_empty() {
@@ -91,7 +108,15 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
         let mut candidate = object.clone();
         if let Some(metadata) = metadata_mut(&mut candidate) {
             metadata.insert("name".to_owned(), Value::String(final_name));
+            // `FillObjectMetaSystemFields`: the server's uid, known before the strategy runs (the Job
+            // selector is generated from it); the store keeps it.
+            metadata.insert(
+                "uid".to_owned(),
+                Value::String(uuid::Uuid::new_v4().to_string()),
+            );
         }
+        defaults::prepare_for_create(&req.resource, &mut candidate);
+        defaults::set_defaults(&req.resource, version, &mut candidate);
         let result = if dry_run {
             dry_run_create(req, &key, candidate).await
         } else {
@@ -118,6 +143,11 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
         Some(other) => Err(other.into()),
         None => Err(Status::internal_error("name generation made no attempt")),
     }
+}
+
+/// Whether `req` addresses core Services (whose creates allocate cluster IPs and node ports).
+fn is_service(req: &RestRequest<'_>) -> bool {
+    !req.resource.custom && req.resource.group.is_empty() && req.resource.resource == "services"
 }
 
 /// What a create would store, without storing it (no resourceVersion, as upstream's dry run).
@@ -153,9 +183,11 @@ fn invalid_path_segment(name: &str) -> Option<&'static str> {
 }
 
 /// Carries what clients may not change from the stored object into the one being written (including
-/// `metadata.generation`, which moves only as the resource's strategy says), and applies the status
-/// subresource split.
+/// `metadata.generation`, which moves only as the resource's strategy says, and what the registry
+/// allocated or generated on create), applies the status subresource split, and defaults the result
+/// as upstream defaults every decoded body ([`defaults`]).
 fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) -> Value {
+    let version = req.ctx.binary_version;
     let status_subresource = req.info.subresource == "status";
     if status_subresource {
         // Only status changes; everything else stays, except the client's resourceVersion precondition.
@@ -176,6 +208,7 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
                 None => metadata.remove("resourceVersion"),
             };
         }
+        defaults::set_defaults(&req.resource, version, &mut next);
         return next;
     }
     if req.resource.has_status()
@@ -199,6 +232,8 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
         metadata.remove("deletionGracePeriodSeconds");
         metadata.extend(deletion);
     }
+    defaults::prepare_for_update(&req.resource, current, &mut incoming);
+    defaults::set_defaults(&req.resource, version, &mut incoming);
     generation::prepare_for_update(req.generation_bump(), current, &mut incoming);
     incoming
 }
