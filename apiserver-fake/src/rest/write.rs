@@ -73,6 +73,7 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
     // Decoding defaults the body (`SetDefaults_*`); the strategy then resets status, which reading the
     // stored object back defaults again, hence defaults on both sides of `PrepareForCreate`.
     defaults::set_defaults(&req.resource, version, &mut object);
+    defaults::check_defaulted(&req.resource, &object)?;
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
     generation::prepare_for_create(req.generation_bump(), &mut object);
@@ -110,10 +111,7 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
             metadata.insert("name".to_owned(), Value::String(final_name));
             // `FillObjectMetaSystemFields`: the server's uid, known before the strategy runs (the Job
             // selector is generated from it); the store keeps it.
-            metadata.insert(
-                "uid".to_owned(),
-                Value::String(uuid::Uuid::new_v4().to_string()),
-            );
+            metadata.insert("uid".to_owned(), Value::String(uuid::Uuid::new_v4().to_string()));
         }
         defaults::prepare_for_create(&req.resource, &mut candidate);
         defaults::set_defaults(&req.resource, version, &mut candidate);
@@ -289,6 +287,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     let next = merge_for_write(req, &current, object);
+    defaults::check_defaulted(&req.resource, &next)?;
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
     Ok(req.respond(StatusCode::OK, &render_object(req, written)))
@@ -336,6 +335,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
         let next = merge_for_write(req, &current, patched);
+        defaults::check_defaulted(&req.resource, &next)?;
         match write(req, next, current_rv).await {
             Ok(written) => {
                 let written = finish_deletion(req, written).await?;

@@ -12,7 +12,9 @@ use crate::catalog::KubeVersion;
 /// `SetDefaults_Deployment`: `replicas: 1`, a `RollingUpdate` strategy of 25 % / 25 %,
 /// `revisionHistoryLimit: 10`, `progressDeadlineSeconds: 600`.
 pub fn set_defaults_deployment(deployment: &mut Map<String, Value>) {
-    let Some(spec) = ensure_object(deployment, "spec") else { return };
+    let Some(spec) = ensure_object(deployment, "spec") else {
+        return;
+    };
     default_missing(spec, "replicas", json!(1));
     if let Some(strategy) = ensure_object(spec, "strategy") {
         default_empty_str(strategy, "type", "RollingUpdate");
@@ -30,7 +32,9 @@ pub fn set_defaults_deployment(deployment: &mut Map<String, Value>) {
 
 /// `SetDefaults_ReplicaSet`: `replicas: 1`.
 pub fn set_defaults_replica_set(replica_set: &mut Map<String, Value>) {
-    let Some(spec) = ensure_object(replica_set, "spec") else { return };
+    let Some(spec) = ensure_object(replica_set, "spec") else {
+        return;
+    };
     default_missing(spec, "replicas", json!(1));
     set_defaults_template_at(spec, "template");
 }
@@ -40,7 +44,9 @@ pub fn set_defaults_replica_set(replica_set: &mut Map<String, Value>) {
 /// `persistentVolumeClaimRetentionPolicy` `Retain`/`Retain` (`StatefulSetAutoDeletePVC`, on since
 /// 1.27), `replicas: 1`, `revisionHistoryLimit: 10`, and the volume claim templates' `volumeMode`.
 pub fn set_defaults_stateful_set(stateful_set: &mut Map<String, Value>, version: KubeVersion) {
-    let Some(spec) = ensure_object(stateful_set, "spec") else { return };
+    let Some(spec) = ensure_object(stateful_set, "spec") else {
+        return;
+    };
     default_empty_str(spec, "podManagementPolicy", "OrderedReady");
     if let Some(strategy) = ensure_object(spec, "updateStrategy") {
         if str_at(strategy, "type").is_empty() {
@@ -73,7 +79,9 @@ pub fn set_defaults_stateful_set(stateful_set: &mut Map<String, Value>, version:
 /// `SetDefaults_DaemonSet`: a `RollingUpdate` update strategy with `maxUnavailable: 1`,
 /// `maxSurge: 0`, and `revisionHistoryLimit: 10`.
 pub fn set_defaults_daemon_set(daemon_set: &mut Map<String, Value>) {
-    let Some(spec) = ensure_object(daemon_set, "spec") else { return };
+    let Some(spec) = ensure_object(daemon_set, "spec") else {
+        return;
+    };
     if let Some(strategy) = ensure_object(spec, "updateStrategy") {
         default_empty_str(strategy, "type", "RollingUpdate");
         if str_at(strategy, "type") == "RollingUpdate"
@@ -129,7 +137,11 @@ mod tests {
 
     #[test]
     fn replica_set_and_daemon_set() {
-        let rs = defaulted(&builtin("apps", "replicasets", "ReplicaSet"), v(36), json!({"spec": {}}));
+        let rs = defaulted(
+            &builtin("apps", "replicasets", "ReplicaSet"),
+            v(36),
+            json!({"spec": {}}),
+        );
         assert_eq!(rs, json!({"spec": {"replicas": 1}}));
         let ds = defaulted(
             &builtin("apps", "daemonsets", "DaemonSet"),
@@ -146,7 +158,11 @@ mod tests {
     #[test]
     fn stateful_set_follows_max_unavailable_gate() {
         let sts = json!({"spec": {"serviceName": "s", "volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": {}}]}});
-        let old = defaulted(&builtin("apps", "statefulsets", "StatefulSet"), v(34), sts.clone());
+        let old = defaulted(
+            &builtin("apps", "statefulsets", "StatefulSet"),
+            v(34),
+            sts.clone(),
+        );
         let expected = |rolling: serde_json::Value| {
             json!({"spec": {"serviceName": "s", "podManagementPolicy": "OrderedReady",
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": rolling},

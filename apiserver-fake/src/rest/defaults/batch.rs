@@ -14,9 +14,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::pod::set_defaults_template;
+use super::pod::set_defaults_template_at;
 use super::{at, default_empty_str, default_missing, each_object, ensure_object, gate, object_at};
 use crate::catalog::KubeVersion;
+use crate::status::StatusCause;
 
 /// `batch.LegacyJobNameLabel`.
 pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";
@@ -36,7 +37,9 @@ pub fn set_defaults_job(job: &mut Map<String, Value>, version: KubeVersion) {
     let template_labels = at(job, "/spec/template/metadata/labels")
         .filter(|labels| labels.is_object())
         .cloned();
-    let Some(spec) = ensure_object(job, "spec") else { return };
+    let Some(spec) = ensure_object(job, "spec") else {
+        return;
+    };
     set_defaults_job_spec(spec, version);
     // A Job without labels takes its template's.
     if let Some(labels) = template_labels
@@ -77,9 +80,7 @@ fn set_defaults_job_spec(spec: &mut Map<String, Value>, version: KubeVersion) {
     if version.minor >= MANUAL_SELECTOR_DEFAULT_SINCE {
         default_missing(spec, "manualSelector", json!(false));
     }
-    if let Some(template) = object_at(spec, "template") {
-        set_defaults_template(template);
-    }
+    set_defaults_template_at(spec, "template");
 }
 
 /// `SetDefaults_CronJob`: `concurrencyPolicy: Allow`, `suspend: false`, history limits 3 and 1.
@@ -88,16 +89,16 @@ fn set_defaults_job_spec(spec: &mut Map<String, Value>, version: KubeVersion) {
 /// defaulted per type: its pod template and its pod failure policy's condition patterns (the Job
 /// controller's create defaults the rest).
 pub fn set_defaults_cron_job(cron_job: &mut Map<String, Value>) {
-    let Some(spec) = ensure_object(cron_job, "spec") else { return };
+    let Some(spec) = ensure_object(cron_job, "spec") else {
+        return;
+    };
     default_empty_str(spec, "concurrencyPolicy", "Allow");
     default_missing(spec, "suspend", json!(false));
     default_missing(spec, "successfulJobsHistoryLimit", json!(3));
     default_missing(spec, "failedJobsHistoryLimit", json!(1));
     if let Some(job_spec) = object_at(spec, "jobTemplate").and_then(|template| object_at(template, "spec")) {
         set_defaults_pod_failure_policy(job_spec);
-        if let Some(template) = object_at(job_spec, "template") {
-            set_defaults_template(template);
-        }
+        set_defaults_template_at(job_spec, "template");
     }
 }
 
@@ -129,7 +130,9 @@ pub fn generate_selector_if_needed(job: &mut Map<String, Value>) {
             .to_owned()
     };
     let (name, uid) = (meta("name"), meta("uid"));
-    let Some(spec) = ensure_object(job, "spec") else { return };
+    let Some(spec) = ensure_object(job, "spec") else {
+        return;
+    };
     if let Some(labels) = ensure_object(spec, "template")
         .and_then(|template| ensure_object(template, "metadata"))
         .and_then(|metadata| ensure_object(metadata, "labels"))
@@ -148,6 +151,31 @@ pub fn generate_selector_if_needed(job: &mut Map<String, Value>) {
             .entry(CONTROLLER_UID_LABEL)
             .or_insert_with(|| json!(uid));
     }
+}
+
+/// The restart policies a Job's pods may have.
+const JOB_RESTART_POLICIES: &[&str] = &["OnFailure", "Never"];
+
+/// `validateJobSpec`'s restart policy rule, which the pod spec's `restartPolicy: Always` default relies
+/// on: a Job's pods (`spec.template`, or a CronJob's `spec.jobTemplate.spec.template`) restart
+/// `OnFailure` or `Never`. A Job sent without one is defaulted to `Always` and then rejected, as
+/// upstream does. `template_path` is the JSON pointer of the pod template.
+pub fn restart_policy_cause(object: &Value, template_path: &str) -> Option<StatusCause> {
+    let policy = object
+        .pointer(&format!("{template_path}/spec/restartPolicy"))
+        .and_then(Value::as_str)?;
+    if JOB_RESTART_POLICIES.contains(&policy) {
+        return None;
+    }
+    let field = format!(
+        "{}.spec.restartPolicy",
+        template_path.trim_start_matches('/').replace('/', ".")
+    );
+    Some(StatusCause::field_not_supported(
+        &field,
+        policy,
+        JOB_RESTART_POLICIES,
+    ))
 }
 
 /// On update, a body without `spec.selector` keeps the stored (generated) one instead of getting none:
@@ -208,7 +236,10 @@ mod tests {
         let old = created_job(28);
         assert!(old["spec"].get("podReplacementPolicy").is_none());
         assert!(old["spec"].get("manualSelector").is_none());
-        assert_eq!(old["spec"]["selector"]["matchLabels"].as_object().map(Map::len), Some(1));
+        assert_eq!(
+            old["spec"]["selector"]["matchLabels"].as_object().map(Map::len),
+            Some(1)
+        );
         let v29 = created_job(29);
         assert_eq!(v29["spec"]["podReplacementPolicy"], json!("TerminatingOrFailed"));
         assert!(v29["spec"].get("manualSelector").is_none());
@@ -275,8 +306,27 @@ mod tests {
     }
 
     #[test]
+    fn job_pods_must_not_restart_always() {
+        let resource = builtin("batch", "jobs", "Job");
+        let job = defaulted(
+            &resource,
+            v(36),
+            json!({"spec": {"template": {"spec": {"containers": []}}}}),
+        );
+        let cause = restart_policy_cause(&job, "/spec/template").expect("rejected");
+        assert_eq!(cause.field, "spec.template.spec.restartPolicy");
+        assert_eq!(
+            cause.message,
+            "Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""
+        );
+        let never = json!({"spec": {"template": {"spec": {"restartPolicy": "Never"}}}});
+        assert_eq!(restart_policy_cause(&never, "/spec/template"), None);
+    }
+
+    #[test]
     fn update_keeps_the_generated_selector() {
-        let current = json!({"spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}}}});
+        let current =
+            json!({"spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}}}});
         let mut next = json!({"spec": {"parallelism": 2}});
         super::super::prepare_for_update(&builtin("batch", "jobs", "Job"), &current, &mut next);
         assert_eq!(next["spec"]["selector"], current["spec"]["selector"]);

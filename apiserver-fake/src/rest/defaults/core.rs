@@ -7,13 +7,17 @@
 
 use serde_json::{Map, Value, json};
 
-use super::pod::{set_defaults_persistent_volume_claim_spec, set_defaults_pod_spec, set_defaults_template_at};
+use super::pod::{
+    set_defaults_persistent_volume_claim_spec, set_defaults_pod_spec, set_defaults_template_at,
+};
 use super::{at, default_empty_str, default_missing, each_object, ensure_object, object_at, str_at};
 
 /// `SetDefaults_Pod` and `SetDefaults_PodSpec`: the pod spec's defaults plus what only a Pod gets
 /// (`enableServiceLinks: true`, requests defaulted from limits, host ports under `hostNetwork`).
 pub fn set_defaults_pod(pod: &mut Map<String, Value>) {
-    let Some(spec) = object_at(pod, "spec") else { return };
+    let Some(spec) = object_at(pod, "spec") else {
+        return;
+    };
     set_defaults_pod_spec(spec);
     for key in ["containers", "initContainers"] {
         each_object(spec, key, default_requests_from_limits);
@@ -36,11 +40,15 @@ pub fn set_defaults_pod(pod: &mut Map<String, Value>) {
 
 /// `SetDefaults_Pod`: a container whose `limits` are set gets each missing request from its limit.
 fn default_requests_from_limits(container: &mut Map<String, Value>) {
-    let Some(resources) = object_at(container, "resources") else { return };
+    let Some(resources) = object_at(container, "resources") else {
+        return;
+    };
     let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
         return;
     };
-    let Some(requests) = ensure_object(resources, "requests") else { return };
+    let Some(requests) = ensure_object(resources, "requests") else {
+        return;
+    };
     for (name, quantity) in limits {
         requests.entry(name).or_insert(quantity);
     }
@@ -82,7 +90,9 @@ pub fn pod_qos_class(pod: &Value) -> &'static str {
 /// `SetDefaults_ReplicationController`: selector and labels from the template's labels, `replicas: 1`
 /// (declarative), and the template's pod spec.
 pub fn set_defaults_replication_controller(rc: &mut Map<String, Value>) {
-    let Some(spec) = ensure_object(rc, "spec") else { return };
+    let Some(spec) = ensure_object(rc, "spec") else {
+        return;
+    };
     let labels = at(spec, "/template/metadata/labels")
         .filter(|l| l.is_object())
         .cloned();
@@ -113,15 +123,17 @@ pub fn set_defaults_service(service: &mut Map<String, Value>) {
     if let Some(status) = object_at(service, "status") {
         default_missing(status, "loadBalancer", json!({}));
     }
-    let Some(spec) = ensure_object(service, "spec") else { return };
+    let Some(spec) = ensure_object(service, "spec") else {
+        return;
+    };
     default_empty_str(spec, "sessionAffinity", "None");
     match str_at(spec, "sessionAffinity") {
         "None" => {
             spec.remove("sessionAffinityConfig");
         }
         "ClientIP" => {
-            let has_timeout = at(spec, "/sessionAffinityConfig/clientIP/timeoutSeconds")
-                .is_some_and(|t| !t.is_null());
+            let has_timeout =
+                at(spec, "/sessionAffinityConfig/clientIP/timeoutSeconds").is_some_and(|t| !t.is_null());
             if !has_timeout {
                 // `v1.DefaultClientIPServiceAffinitySeconds`: three hours.
                 spec.insert(
@@ -248,7 +260,10 @@ mod tests {
                                         "requests": {"cpu": "1", "memory": "1Gi"}}))),
             "Guaranteed"
         );
-        assert_eq!(pod_qos_class(&with(json!({"requests": {"cpu": "1"}}))), "Burstable");
+        assert_eq!(
+            pod_qos_class(&with(json!({"requests": {"cpu": "1"}}))),
+            "Burstable"
+        );
     }
 
     #[test]
@@ -307,10 +322,17 @@ mod tests {
     fn replication_controller_takes_selector_and_labels_from_its_template() {
         let rc = json!({"spec": {"template": {"metadata": {"labels": {"app": "a"}},
             "spec": {"containers": []}}}});
-        let got = defaulted(&builtin("", "replicationcontrollers", "ReplicationController"), v(36), rc);
+        let got = defaulted(
+            &builtin("", "replicationcontrollers", "ReplicationController"),
+            v(36),
+            rc,
+        );
         assert_eq!(got["metadata"]["labels"], json!({"app": "a"}));
         assert_eq!(got["spec"]["selector"], json!({"app": "a"}));
         assert_eq!(got["spec"]["replicas"], json!(1));
-        assert_eq!(got["spec"]["template"]["spec"]["dnsPolicy"], json!("ClusterFirst"));
+        assert_eq!(
+            got["spec"]["template"]["spec"]["dnsPolicy"],
+            json!("ClusterFirst")
+        );
     }
 }

@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 
 use super::ResourceInfo;
 use crate::catalog::KubeVersion;
+use crate::status::Status;
 
 /// Applies the scheme defaults of `resource`'s kind to `object` (see the module docs). Idempotent;
 /// does nothing for custom resources and for kinds without defaults.
@@ -74,7 +75,10 @@ pub fn prepare_for_create(resource: &ResourceInfo, object: &mut Value) {
         }
         ("", "pods") => {
             let qos = core::pod_qos_class(object);
-            if let Some(status) = object.as_object_mut().and_then(|map| ensure_object(map, "status")) {
+            if let Some(status) = object
+                .as_object_mut()
+                .and_then(|map| ensure_object(map, "status"))
+            {
                 status.insert("qosClass".to_owned(), Value::from(qos));
             }
         }
@@ -96,6 +100,30 @@ pub fn prepare_for_update(resource: &ResourceInfo, current: &Value, next: &mut V
         ("", "services") => service_ip::patch_allocated_values(current, next),
         ("batch", "jobs") => batch::keep_selector(current, next),
         _ => {}
+    }
+}
+
+/// Rejects what a default would otherwise let through that upstream's validation rejects (422): a Job
+/// or CronJob whose pods would restart `Always` (the pod spec's default; see
+/// [`batch::restart_policy_cause`]). The fake does not validate objects otherwise.
+pub fn check_defaulted(resource: &ResourceInfo, object: &Value) -> Result<(), Status> {
+    if resource.custom {
+        return Ok(());
+    }
+    let template = match (resource.group.as_str(), resource.resource.as_str()) {
+        ("batch", "jobs") => "/spec/template",
+        ("batch", "cronjobs") => "/spec/jobTemplate/spec/template",
+        _ => return Ok(()),
+    };
+    match batch::restart_policy_cause(object, template) {
+        None => Ok(()),
+        Some(cause) => {
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            Err(Status::invalid(&resource.group_kind(), name, vec![cause]))
+        }
     }
 }
 
@@ -126,20 +154,14 @@ pub(crate) fn default_missing(map: &mut Map<String, Value>, key: &str, value: Va
 
 /// Sets `key` to `value` when it is missing, null or `""` (an empty Go string).
 pub(crate) fn default_empty_str(map: &mut Map<String, Value>, key: &str, value: &str) {
-    if map
-        .get(key)
-        .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
-    {
+    if map.get(key).is_none_or(|v| v.is_null() || v.as_str() == Some("")) {
         map.insert(key.to_owned(), Value::String(value.to_owned()));
     }
 }
 
 /// Sets `key` to `value` when it is missing, null or `0` (a zero Go integer).
 pub(crate) fn default_zero(map: &mut Map<String, Value>, key: &str, value: i64) {
-    if map
-        .get(key)
-        .is_none_or(|v| v.is_null() || v.as_i64() == Some(0))
-    {
+    if map.get(key).is_none_or(|v| v.is_null() || v.as_i64() == Some(0)) {
         map.insert(key.to_owned(), Value::from(value));
     }
 }
@@ -157,18 +179,28 @@ pub(crate) fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> &'a str {
 }
 
 /// The object at `key` when it is one.
-pub(crate) fn object_at<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+pub(crate) fn object_at<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
     map.get_mut(key).and_then(Value::as_object_mut)
 }
 
 /// The object at `key`, created (replacing a missing or null value) when absent.
-pub(crate) fn ensure_object<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+pub(crate) fn ensure_object<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
     default_missing(map, key, Value::Object(Map::new()));
     object_at(map, key)
 }
 
 /// Calls `f` on every object of the array at `key`.
-pub(crate) fn each_object(map: &mut Map<String, Value>, key: &str, mut f: impl FnMut(&mut Map<String, Value>)) {
+pub(crate) fn each_object(
+    map: &mut Map<String, Value>,
+    key: &str,
+    mut f: impl FnMut(&mut Map<String, Value>),
+) {
     if let Some(items) = map.get_mut(key).and_then(Value::as_array_mut) {
         for item in items.iter_mut().filter_map(Value::as_object_mut) {
             f(item);

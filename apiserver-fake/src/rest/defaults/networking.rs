@@ -9,17 +9,17 @@ use super::{default_missing, each_object, ensure_object, object_at};
 /// `SetDefaults_NetworkPolicy`: `policyTypes` `[Ingress]`, plus `Egress` when egress rules are given;
 /// `SetDefaults_NetworkPolicyPort`: `protocol: TCP`.
 pub fn set_defaults_network_policy(policy: &mut Map<String, Value>) {
-    let Some(spec) = ensure_object(policy, "spec") else { return };
+    let Some(spec) = ensure_object(policy, "spec") else {
+        return;
+    };
     for direction in ["ingress", "egress"] {
         each_object(spec, direction, |rule| {
-            each_object(rule, "ports", |port| default_missing(port, "protocol", json!("TCP")));
+            each_object(rule, "ports", |port| {
+                default_missing(port, "protocol", json!("TCP"))
+            });
         });
     }
-    let empty = |key: &str| {
-        spec.get(key)
-            .and_then(Value::as_array)
-            .is_none_or(Vec::is_empty)
-    };
+    let empty = |key: &str| spec.get(key).and_then(Value::as_array).is_none_or(Vec::is_empty);
     if empty("policyTypes") {
         let mut types = vec![json!("Ingress")];
         if !empty("egress") {
@@ -55,7 +55,11 @@ mod tests {
             json!({"spec": {"podSelector": {}, "ingress": [{"ports": [{"port": 80, "protocol": "TCP"}]}],
                    "policyTypes": ["Ingress"]}})
         );
-        let both = defaulted(&resource, v(36), json!({"spec": {"podSelector": {}, "egress": [{}]}}));
+        let both = defaulted(
+            &resource,
+            v(36),
+            json!({"spec": {"podSelector": {}, "egress": [{}]}}),
+        );
         assert_eq!(both["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
         let explicit = defaulted(&resource, v(36), json!({"spec": {"policyTypes": ["Egress"]}}));
         assert_eq!(explicit["spec"]["policyTypes"], json!(["Egress"]));

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{default_empty_str, default_missing, default_zero, each_object, ensure_object, object_at, str_at};
+use super::{default_empty_str, default_missing, default_zero, each_object, object_at, str_at};
 
 /// `v1.TerminationMessagePathDefault`.
 pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
@@ -62,7 +62,9 @@ pub fn set_defaults_container(container: &mut Map<String, Value>) {
     default_empty_str(container, "terminationMessagePolicy", "File");
     // `Resources` is a struct, not a pointer: it always serializes, as `{}` when empty.
     default_missing(container, "resources", json!({}));
-    each_object(container, "ports", |port| default_empty_str(port, "protocol", "TCP"));
+    each_object(container, "ports", |port| {
+        default_empty_str(port, "protocol", "TCP")
+    });
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         if let Some(probe) = object_at(container, probe) {
             set_defaults_probe(probe);
@@ -206,13 +208,6 @@ pub fn set_defaults_volume(volume: &mut Map<String, Value>) {
 /// `SetDefaults_PersistentVolumeClaimSpec`: `volumeMode: Filesystem`.
 pub fn set_defaults_persistent_volume_claim_spec(spec: &mut Map<String, Value>) {
     default_missing(spec, "volumeMode", json!("Filesystem"));
-}
-
-/// Defaults a pod template object (`{metadata, spec}`) in place (used by CronJob's job template).
-pub fn set_defaults_template(template: &mut Map<String, Value>) {
-    if let Some(spec) = ensure_object(template, "spec") {
-        set_defaults_pod_spec(spec);
-    }
 }
 
 #[cfg(test)]

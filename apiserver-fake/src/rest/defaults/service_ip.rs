@@ -41,7 +41,9 @@ pub enum ServiceCidrError {
     #[error("--service-cluster-ip-range {0:?}: the fake serves single-stack service ranges only")]
     DualStack(String),
     /// Too small to hold a Service IP.
-    #[error("--service-cluster-ip-range {0}: the range must hold at least one address besides the network and broadcast addresses")]
+    #[error(
+        "--service-cluster-ip-range {0}: the range must hold at least one address besides the network and broadcast addresses"
+    )]
     TooSmall(String),
 }
 
@@ -191,9 +193,10 @@ impl Taken {
                 .into_iter()
                 .flatten()
                 .chain(service.pointer("/spec/clusterIP"));
-            taken
-                .ips
-                .extend(ips.filter_map(Value::as_str).filter_map(|ip| ip.parse::<IpAddr>().ok()));
+            taken.ips.extend(
+                ips.filter_map(Value::as_str)
+                    .filter_map(|ip| ip.parse::<IpAddr>().ok()),
+            );
             let ports = service.pointer("/spec/ports").and_then(Value::as_array);
             taken.node_ports.extend(
                 ports
@@ -281,9 +284,7 @@ pub async fn allocate(
                 .or_else(|| (0..band).find(free))
                 .map(|index| cidr.address(index))
                 .ok_or_else(|| {
-                    Status::internal_error(&format!(
-                        "failed to allocate a serviceIP: range is full ({cidr})"
-                    ))
+                    Status::internal_error(&format!("failed to allocate a serviceIP: range is full ({cidr})"))
                 })?;
             Some(ip)
         }
@@ -399,7 +400,9 @@ fn allocate_node_ports(
     };
     let range = format!("{}-{}", NODE_PORT_RANGE.start(), NODE_PORT_RANGE.end());
     for (index, port) in ports.iter_mut().enumerate() {
-        let Some(port) = port.as_object_mut() else { continue };
+        let Some(port) = port.as_object_mut() else {
+            continue;
+        };
         let field = format!("spec.ports[{index}].nodePort");
         match port.get("nodePort").and_then(Value::as_i64).filter(|p| *p != 0) {
             Some(requested) => {
@@ -487,9 +490,9 @@ pub fn patch_allocated_values(current: &Map<String, Value>, next: &mut Map<Strin
                 if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
                     continue;
                 }
-                let found = old_ports.iter().find(|old| {
-                    old.get("port") == port.get("port") && protocol(old) == protocol(port)
-                });
+                let found = old_ports
+                    .iter()
+                    .find(|old| old.get("port") == port.get("port") && protocol(old) == protocol(port));
                 if let Some(node_port) = found.and_then(|old| old.get("nodePort"))
                     && let Some(map) = port.as_object_mut()
                 {
@@ -511,15 +514,30 @@ mod tests {
     fn parses_ranges() {
         let default: ServiceCidr = "10.96.0.0/12".parse().unwrap();
         assert_eq!(default, ServiceCidr::default());
-        assert_eq!("10.96.5.7/12".parse::<ServiceCidr>().unwrap().to_string(), "10.96.0.0/12");
-        assert_eq!("fd00:10:96::/112".parse::<ServiceCidr>().unwrap().family(), "IPv6");
-        assert!(matches!("10.0.0.0".parse::<ServiceCidr>(), Err(ServiceCidrError::Invalid(_))));
-        assert!(matches!("10.0.0.0/33".parse::<ServiceCidr>(), Err(ServiceCidrError::Invalid(_))));
+        assert_eq!(
+            "10.96.5.7/12".parse::<ServiceCidr>().unwrap().to_string(),
+            "10.96.0.0/12"
+        );
+        assert_eq!(
+            "fd00:10:96::/112".parse::<ServiceCidr>().unwrap().family(),
+            "IPv6"
+        );
+        assert!(matches!(
+            "10.0.0.0".parse::<ServiceCidr>(),
+            Err(ServiceCidrError::Invalid(_))
+        ));
+        assert!(matches!(
+            "10.0.0.0/33".parse::<ServiceCidr>(),
+            Err(ServiceCidrError::Invalid(_))
+        ));
         assert!(matches!(
             "10.0.0.0/16,fd00::/108".parse::<ServiceCidr>(),
             Err(ServiceCidrError::DualStack(_))
         ));
-        assert!(matches!("10.0.0.0/31".parse::<ServiceCidr>(), Err(ServiceCidrError::TooSmall(_))));
+        assert!(matches!(
+            "10.0.0.0/31".parse::<ServiceCidr>(),
+            Err(ServiceCidrError::TooSmall(_))
+        ));
     }
 
     #[test]
@@ -531,7 +549,10 @@ mod tests {
         assert_eq!(cidr.address(256).to_string(), "10.96.1.1");
         assert_eq!(cidr.index_of("10.96.0.0".parse().unwrap()), None);
         assert_eq!(cidr.index_of("10.111.255.255".parse().unwrap()), None);
-        assert_eq!(cidr.index_of("10.111.255.254".parse().unwrap()), Some((1 << 20) - 3));
+        assert_eq!(
+            cidr.index_of("10.111.255.254".parse().unwrap()),
+            Some((1 << 20) - 3)
+        );
         let small: ServiceCidr = "10.0.0.0/28".parse().unwrap();
         assert_eq!(small.static_band(), 0);
     }
@@ -550,25 +571,37 @@ mod tests {
     #[tokio::test]
     async fn allocates_unique_ips_and_validates_requests() {
         let store = Arc::new(MemoryStore::new());
-        let a = create(&store, "a", json!({"selector": {"app": "a"}, "ports": [{"port": 80}]}))
-            .await
-            .unwrap();
+        let a = create(
+            &store,
+            "a",
+            json!({"selector": {"app": "a"}, "ports": [{"port": 80}]}),
+        )
+        .await
+        .unwrap();
         assert_eq!(a["spec"]["clusterIP"], json!("10.96.1.1"));
         assert_eq!(a["spec"]["clusterIPs"], json!(["10.96.1.1"]));
         assert_eq!(a["spec"]["ipFamilies"], json!(["IPv4"]));
         assert_eq!(a["spec"]["ipFamilyPolicy"], json!("SingleStack"));
-        let b = create(&store, "b", json!({"ports": [{"port": 80}]})).await.unwrap();
+        let b = create(&store, "b", json!({"ports": [{"port": 80}]}))
+            .await
+            .unwrap();
         assert_eq!(b["spec"]["clusterIP"], json!("10.96.1.2"));
-        let dns = create(&store, "dns", json!({"clusterIP": "10.96.0.10"})).await.unwrap();
+        let dns = create(&store, "dns", json!({"clusterIP": "10.96.0.10"}))
+            .await
+            .unwrap();
         assert_eq!(dns["spec"]["clusterIPs"], json!(["10.96.0.10"]));
-        let taken = create(&store, "dup", json!({"clusterIP": "10.96.0.10"})).await.unwrap_err();
+        let taken = create(&store, "dup", json!({"clusterIP": "10.96.0.10"}))
+            .await
+            .unwrap_err();
         assert_eq!(taken.code, 422);
         assert_eq!(
             taken.message,
             "Service \"dup\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.96.0.10\"}: \
              failed to allocate IP 10.96.0.10: provided IP is already allocated"
         );
-        let outside = create(&store, "out", json!({"clusterIP": "10.0.0.1"})).await.unwrap_err();
+        let outside = create(&store, "out", json!({"clusterIP": "10.0.0.1"}))
+            .await
+            .unwrap_err();
         assert_eq!(
             outside.message,
             "Service \"out\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.1\"}: \
@@ -584,18 +617,26 @@ mod tests {
     #[tokio::test]
     async fn headless_external_name_and_node_ports() {
         let store = Arc::new(MemoryStore::new());
-        let headless = create(&store, "h", json!({"clusterIP": "None", "selector": {"app": "a"}}))
-            .await
-            .unwrap();
+        let headless = create(
+            &store,
+            "h",
+            json!({"clusterIP": "None", "selector": {"app": "a"}}),
+        )
+        .await
+        .unwrap();
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
         assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4"]));
         assert_eq!(headless["spec"]["ipFamilyPolicy"], json!("SingleStack"));
         let selectorless = create(&store, "hs", json!({"clusterIP": "None"})).await.unwrap();
         assert_eq!(selectorless["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
         assert_eq!(selectorless["spec"]["ipFamilyPolicy"], json!("RequireDualStack"));
-        let external = create(&store, "e", json!({"type": "ExternalName", "externalName": "example.com"}))
-            .await
-            .unwrap();
+        let external = create(
+            &store,
+            "e",
+            json!({"type": "ExternalName", "externalName": "example.com"}),
+        )
+        .await
+        .unwrap();
         assert!(external["spec"].get("clusterIP").is_none());
         let node_port = create(
             &store,
@@ -618,10 +659,18 @@ mod tests {
         assert_eq!(node_port["spec"]["ports"][0]["nodePort"], json!(30000));
         assert_eq!(node_port["spec"]["ports"][1]["nodePort"], json!(30443));
         assert_eq!(node_port["spec"]["externalTrafficPolicy"], json!("Cluster"));
-        let low = create(&store, "low", json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}))
-            .await
-            .unwrap_err();
-        assert!(low.message.ends_with("The range of valid ports is 30000-32767"), "{}", low.message);
+        let low = create(
+            &store,
+            "low",
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            low.message.ends_with("The range of valid ports is 30000-32767"),
+            "{}",
+            low.message
+        );
     }
 
     #[test]
