@@ -245,6 +245,23 @@ async fn services_get_unique_cluster_ips_from_the_service_range() {
     let kept = put(&admin, &format!("{SERVICES}/a"), &sparse).await;
     assert_eq!(kept.status, StatusCode::OK, "{}", kept.text());
     assert_eq!(kept.json()["spec"], a["spec"]);
+    // A patch to NodePort gets a node port and keeps the cluster IP.
+    let node_port = admin
+        .send(
+            Method::PATCH,
+            &format!("{SERVICES}/a"),
+            &[("content-type", "application/merge-patch+json")],
+            Some(r#"{"spec":{"type":"NodePort"}}"#),
+        )
+        .await;
+    assert_eq!(node_port.status, StatusCode::OK, "{}", node_port.text());
+    let node_port = node_port.json();
+    assert_eq!(node_port["spec"]["clusterIP"], json!("10.0.0.17"));
+    assert_eq!(
+        node_port["spec"]["ports"],
+        json!([{"nodePort": 30000, "port": 80, "protocol": "TCP", "targetPort": 80}])
+    );
+    assert_eq!(node_port["spec"]["externalTrafficPolicy"], json!("Cluster"));
 }
 
 #[tokio::test]

@@ -259,6 +259,22 @@ async fn finish_deletion(req: &RestRequest<'_>, written: Value) -> Result<Value,
     Ok(written)
 }
 
+/// For a Service's main resource: allocates what the updated Service needs and lacks (a type change),
+/// returning the allocation lock to hold until the write is done (see `service_ip`).
+async fn allocate_for_update(
+    req: &RestRequest<'_>,
+    next: &mut Value,
+) -> Result<Option<tokio::sync::MutexGuard<'static, ()>>, Status> {
+    if !is_service(req) || !req.info.subresource.is_empty() {
+        return Ok(None);
+    }
+    let guard = service_ip::lock().await;
+    if let Some(map) = next.as_object_mut() {
+        service_ip::allocate_missing(req.ctx.store.as_ref(), &req.ctx.service_cidr, map, &req.key()).await?;
+    }
+    Ok(Some(guard))
+}
+
 /// Writes `next` over `current` (or returns it unwritten under dry run).
 async fn write(req: &RestRequest<'_>, next: Value, expected: Option<u64>) -> Result<Value, StoreError> {
     if req.query.dry_run().unwrap_or(false) {
@@ -286,8 +302,9 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         return Err(Status::bad_request(format!("invalid resource version: {rv:?}")));
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
-    let next = merge_for_write(req, &current, object);
+    let mut next = merge_for_write(req, &current, object);
     defaults::check_defaulted(&req.resource, &next)?;
+    let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
     Ok(req.respond(StatusCode::OK, &render_object(req, written)))
@@ -334,8 +351,9 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             // The patch itself carried a (different) resourceVersion: a precondition that failed.
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
-        let next = merge_for_write(req, &current, patched);
+        let mut next = merge_for_write(req, &current, patched);
         defaults::check_defaulted(&req.resource, &next)?;
+        let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {
                 let written = finish_deletion(req, written).await?;

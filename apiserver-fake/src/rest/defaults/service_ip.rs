@@ -26,7 +26,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use super::{default_missing, str_at};
 use crate::status::{GroupKind, Status, StatusCause};
-use crate::store::{StorageResource, Store};
+use crate::store::{ObjectKey, StorageResource, Store};
 
 /// kube-apiserver's default `--service-node-port-range`.
 pub const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
@@ -218,6 +218,49 @@ fn invalid(kind: &GroupKind, name: &str, field: &str, value: &str, detail: &str)
     Status::invalid(kind, name, vec![cause])
 }
 
+/// The allocations of the stored Services, except the one at `except` (an update's own).
+async fn taken(store: &dyn Store, except: Option<&ObjectKey>) -> Result<Taken, Status> {
+    let (mut items, _) = store.list(&services(), None).await?;
+    if let Some(key) = except {
+        items.retain(|item| {
+            let meta = |field: &str| {
+                item.pointer(&format!("/metadata/{field}"))
+                    .and_then(Value::as_str)
+            };
+            meta("name") != Some(key.name.as_str()) || meta("namespace") != key.namespace.as_deref()
+        });
+    }
+    Ok(Taken::from_services(&items))
+}
+
+/// Whether a Service of `service_type` gets node ports (`NodePort`, and `LoadBalancer` unless
+/// `allocateLoadBalancerNodePorts` is false).
+fn wants_node_ports(spec: &Map<String, Value>) -> bool {
+    match str_at(spec, "type") {
+        "NodePort" => true,
+        "LoadBalancer" => spec.get("allocateLoadBalancerNodePorts").and_then(Value::as_bool) != Some(false),
+        _ => false,
+    }
+}
+
+/// The lowest free address, upper band first (see the module docs).
+fn free_address(cidr: &ServiceCidr, taken: &Taken) -> Result<IpAddr, Status> {
+    let free = |index: &u128| !taken.ips.contains(&cidr.address(*index));
+    let band = cidr.static_band();
+    (band..cidr.allocatable())
+        .find(free)
+        .or_else(|| (0..band).find(free))
+        .map(|index| cidr.address(index))
+        .ok_or_else(|| {
+            Status::internal_error(&format!("failed to allocate a serviceIP: range is full ({cidr})"))
+        })
+}
+
+fn set_cluster_ip(spec: &mut Map<String, Value>, ip: &str) {
+    spec.insert("clusterIP".to_owned(), json!(ip));
+    spec.insert("clusterIPs".to_owned(), json!([ip]));
+}
+
 /// Allocates what a new Service needs (upstream's `Allocators.allocateCreate`): the IP family fields,
 /// a cluster IP (or validates the requested one: in range and free, else 422 as upstream), and node
 /// ports for `NodePort` and `LoadBalancer` Services. `service` is the defaulted object; `name` names it
@@ -229,19 +272,16 @@ pub async fn allocate(
     name: &str,
 ) -> Result<(), Status> {
     let kind = GroupKind::new("", "Service");
-    let (items, _) = store.list(&services(), None).await?;
-    let taken = Taken::from_services(&items);
+    let taken = taken(store, None).await?;
     let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) else {
         return Ok(());
     };
-    let service_type = str_at(spec, "type").to_owned();
-    if service_type == "ExternalName" {
+    if str_at(spec, "type") == "ExternalName" {
         return Ok(());
     }
     init_ip_family_fields(&kind, name, cidr, spec)?;
-    let requested = requested_cluster_ip(spec);
-    let ip = match requested.as_deref() {
-        Some("None") => None,
+    match requested_cluster_ip(spec).as_deref() {
+        Some("None") => set_cluster_ip(spec, "None"),
         Some(text) => {
             let quoted = format!("[]string{{{text:?}}}");
             let ip: IpAddr = text.parse().map_err(|_| {
@@ -274,36 +314,52 @@ pub async fn allocate(
                     &format!("failed to allocate IP {ip}: provided IP is already allocated"),
                 ));
             }
-            Some(ip)
+            set_cluster_ip(spec, &ip.to_string());
         }
-        None => {
-            let free = |index: &u128| !taken.ips.contains(&cidr.address(*index));
-            let band = cidr.static_band();
-            let upper = (band..cidr.allocatable()).find(free);
-            let ip = upper
-                .or_else(|| (0..band).find(free))
-                .map(|index| cidr.address(index))
-                .ok_or_else(|| {
-                    Status::internal_error(&format!("failed to allocate a serviceIP: range is full ({cidr})"))
-                })?;
-            Some(ip)
-        }
-    };
-    match ip {
-        Some(ip) => {
-            spec.insert("clusterIP".to_owned(), json!(ip.to_string()));
-            spec.insert("clusterIPs".to_owned(), json!([ip.to_string()]));
-        }
-        None => {
-            spec.insert("clusterIP".to_owned(), json!("None"));
-            spec.insert("clusterIPs".to_owned(), json!(["None"]));
-        }
+        None => set_cluster_ip(spec, &free_address(cidr, &taken)?.to_string()),
     }
-    let wants_node_ports = service_type == "NodePort"
-        || (service_type == "LoadBalancer"
-            && spec.get("allocateLoadBalancerNodePorts").and_then(Value::as_bool) != Some(false));
-    if wants_node_ports {
+    if wants_node_ports(spec) {
         allocate_node_ports(&kind, name, spec, taken.node_ports)?;
+    }
+    Ok(())
+}
+
+/// On update (`Allocators.allocateUpdate`), after [`patch_allocated_values`]: what the updated Service
+/// needs and does not have yet, typically after a type change (`ExternalName` to `ClusterIP`: IP
+/// family fields and a cluster IP; `ClusterIP` to `NodePort`: node ports). Values the Service already
+/// holds are not re-validated (upstream's immutability checks are validation, which the fake does not
+/// do); newly requested node ports are. `key` is the Service's own, whose allocations do not count as
+/// taken. Call under [`lock`].
+pub async fn allocate_missing(
+    store: &dyn Store,
+    cidr: &ServiceCidr,
+    service: &mut Map<String, Value>,
+    key: &ObjectKey,
+) -> Result<(), Status> {
+    let kind = GroupKind::new("", "Service");
+    let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    if str_at(spec, "type") == "ExternalName" {
+        return Ok(());
+    }
+    let needs_ip = requested_cluster_ip(spec).is_none();
+    let needs_ports = wants_node_ports(spec)
+        && spec.get("ports").and_then(Value::as_array).is_some_and(|ports| {
+            ports
+                .iter()
+                .any(|p| p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) == 0)
+        });
+    if !needs_ip && !needs_ports {
+        return Ok(());
+    }
+    let taken = taken(store, Some(key)).await?;
+    if needs_ip {
+        init_ip_family_fields(&kind, &key.name, cidr, spec)?;
+        set_cluster_ip(spec, &free_address(cidr, &taken)?.to_string());
+    }
+    if wants_node_ports(spec) {
+        allocate_node_ports(&kind, &key.name, spec, taken.node_ports)?;
     }
     Ok(())
 }
@@ -447,8 +503,7 @@ fn allocate_node_ports(
 
 /// `patchAllocatedValues`: an update whose body omits what was allocated keeps it (cluster IPs and IP
 /// family fields while the Service keeps needing a cluster IP, node ports by port and protocol while
-/// it keeps needing node ports). Changing the type to one that needs new allocations is not
-/// implemented.
+/// it keeps needing node ports). New needs are met by [`allocate_missing`].
 pub fn patch_allocated_values(current: &Map<String, Value>, next: &mut Map<String, Value>) {
     let (Some(old), Some(new)) = (
         current.get("spec").and_then(Value::as_object),
@@ -508,7 +563,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::store::{MemoryStore, ObjectKey};
+    use crate::store::MemoryStore;
 
     #[test]
     fn parses_ranges() {
@@ -671,6 +726,49 @@ mod tests {
             "{}",
             low.message
         );
+    }
+
+    #[tokio::test]
+    async fn updates_allocate_what_a_new_type_needs() {
+        let store = Arc::new(MemoryStore::new());
+        let stored = create(&store, "a", json!({"type": "NodePort", "ports": [{"port": 80}]}))
+            .await
+            .unwrap();
+        assert_eq!(stored["spec"]["ports"][0]["nodePort"], json!(30000));
+        let key = ObjectKey::namespaced("default", "a");
+        // Its own node port is not taken from itself; a second port gets the next one.
+        let mut next = stored.clone();
+        next["spec"]["ports"] = json!([{"port": 80, "nodePort": 30000}, {"port": 81}]);
+        allocate_missing(
+            store.as_ref(),
+            &ServiceCidr::default(),
+            next.as_object_mut().unwrap(),
+            &key,
+        )
+        .await
+        .unwrap();
+        assert_eq!(next["spec"]["ports"][1]["nodePort"], json!(30001));
+        // ExternalName to ClusterIP: families and a cluster IP.
+        let external = create(
+            &store,
+            "e",
+            json!({"type": "ExternalName", "externalName": "x.example"}),
+        )
+        .await
+        .unwrap();
+        let mut next = external.clone();
+        next["spec"] = json!({"type": "ClusterIP", "ports": [{"port": 80}]});
+        let key = ObjectKey::namespaced("default", "e");
+        allocate_missing(
+            store.as_ref(),
+            &ServiceCidr::default(),
+            next.as_object_mut().unwrap(),
+            &key,
+        )
+        .await
+        .unwrap();
+        assert_eq!(next["spec"]["clusterIPs"], json!(["10.96.1.2"]));
+        assert_eq!(next["spec"]["ipFamilies"], json!(["IPv4"]));
     }
 
     #[test]
