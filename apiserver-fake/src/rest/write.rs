@@ -259,6 +259,15 @@ async fn finish_deletion(req: &RestRequest<'_>, written: Value) -> Result<Value,
     Ok(written)
 }
 
+/// [`defaults::check_defaulted`] for writes of the main resource (a status write leaves the spec as
+/// stored, which upstream's status validation does not judge).
+fn check_main_resource(req: &RestRequest<'_>, next: &Value) -> Result<(), Status> {
+    if req.info.subresource.is_empty() {
+        defaults::check_defaulted(&req.resource, next)?;
+    }
+    Ok(())
+}
+
 /// For a Service's main resource: allocates what the updated Service needs and lacks (a type change),
 /// returning the allocation lock to hold until the write is done (see `service_ip`).
 async fn allocate_for_update(
@@ -303,7 +312,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     let mut next = merge_for_write(req, &current, object);
-    defaults::check_defaulted(&req.resource, &next)?;
+    check_main_resource(req, &next)?;
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
@@ -352,7 +361,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
         let mut next = merge_for_write(req, &current, patched);
-        defaults::check_defaulted(&req.resource, &next)?;
+        check_main_resource(req, &next)?;
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {
