@@ -166,6 +166,10 @@ pub struct ServerFlags {
     /// The prefix to prepend to all resource paths in etcd. (kube-apiserver's flag and default.)
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
+    /// A CIDR notation IP range from which to assign service cluster IPs. (kube-apiserver's flag; the
+    /// default is kubeadm's, kube-apiserver has none. The fake serves one, single-stack range.)
+    #[arg(long, default_value = "10.96.0.0/12")]
+    pub service_cluster_ip_range: String,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -214,6 +218,8 @@ pub struct ServerOptions {
     pub request_timeout: Duration,
     /// The parsed `--authorization-mode`.
     pub authorizer: crate::authorization::Authorizer,
+    /// The parsed `--service-cluster-ip-range`.
+    pub service_cidr: crate::rest::defaults::service_ip::ServiceCidr,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
@@ -458,7 +464,15 @@ impl ServerFlags {
             None => mvp_core::PeerResolutionMode::Discovery,
         };
         self.validate_etcd()?;
+        let service_cidr = self.service_cluster_ip_range.parse().map_err(
+            |e: crate::rest::defaults::service_ip::ServiceCidrError| ConfigError::InvalidValue {
+                flag: "service-cluster-ip-range",
+                value: self.service_cluster_ip_range.clone(),
+                reason: e.to_string(),
+            },
+        )?;
         Ok(ServerOptions {
+            service_cidr,
             peer_resolution_mode,
             flags: self.clone(),
             binary_version,

@@ -317,7 +317,8 @@ async fn api(State(state): State<Arc<ServerState>>, req: Request) -> Response {
         let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
         return crate::whoami::self_subject_review(&info, &user);
     }
-    let ctx = crate::rest::RestContext::new(state.store.clone(), served, state.options.binary_version);
+    let ctx = crate::rest::RestContext::new(state.store.clone(), served, state.options.binary_version)
+        .with_service_cidr(state.options.service_cidr);
     crate::rest::handle(&ctx, &info, Request::from_parts(parts, body)).await
 }
 

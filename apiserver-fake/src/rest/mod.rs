@@ -19,6 +19,7 @@
 //! versions, it relabels `apiVersion` with the version requested. Per-resource strategy behaviour the
 //! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
+pub mod defaults;
 pub mod delete;
 pub mod field_validation;
 pub mod generation;
@@ -204,6 +205,8 @@ pub struct RestContext {
     pub binary_version: KubeVersion,
     /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK (upstream: about a minute).
     pub bookmark_interval: Duration,
+    /// `--service-cluster-ip-range`: where Services' cluster IPs come from.
+    pub service_cidr: defaults::service_ip::ServiceCidr,
 }
 
 impl std::fmt::Debug for RestContext {
@@ -211,13 +214,14 @@ impl std::fmt::Debug for RestContext {
         f.debug_struct("RestContext")
             .field("binary_version", &self.binary_version)
             .field("bookmark_interval", &self.bookmark_interval)
+            .field("service_cidr", &self.service_cidr)
             .finish_non_exhaustive()
     }
 }
 
 impl RestContext {
     /// A context over `store` serving what `catalog` lists with the strategies of a `binary_version`
-    /// kube-apiserver, with upstream's one-minute bookmarks.
+    /// kube-apiserver, with upstream's one-minute bookmarks and kubeadm's service range.
     pub fn new(
         store: Arc<dyn Store>,
         catalog: Arc<dyn ResourceCatalog>,
@@ -228,7 +232,14 @@ impl RestContext {
             catalog,
             binary_version,
             bookmark_interval: Duration::from_secs(60),
+            service_cidr: defaults::service_ip::ServiceCidr::default(),
         }
+    }
+
+    /// Overrides the service cluster IP range (default `10.96.0.0/12`).
+    pub fn with_service_cidr(mut self, cidr: defaults::service_ip::ServiceCidr) -> Self {
+        self.service_cidr = cidr;
+        self
     }
 
     /// Overrides the bookmark interval (tests).

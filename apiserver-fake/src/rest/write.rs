@@ -12,6 +12,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
+use super::defaults::{self, service_ip};
 use super::field_validation::{self, FieldValidation};
 use super::generation;
 use super::lifecycle::{admit_create, prepare_for_create};
@@ -187,8 +188,25 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
     if let Some(namespace) = &req.namespace {
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
     }
+    let version = req.ctx.binary_version;
+    // Decoding defaults the body (`SetDefaults_*`); the strategy then resets status, which reading the
+    // stored object back defaults again, hence defaults on both sides of `PrepareForCreate`.
+    defaults::set_defaults(&req.resource, version, &mut object);
+    defaults::check_defaulted(&req.resource, &object)?;
     prepare_for_create(&req.resource, &mut object, &now());
+    defaults::set_defaults(&req.resource, version, &mut object);
     generation::prepare_for_create(req.generation_bump(), &mut object);
+    // A Service's allocation and its write are one step for other creates (see `service_ip`).
+    let _allocation = if is_service(req) {
+        let guard = service_ip::lock().await;
+        if let Some(map) = object.as_object_mut() {
+            let shown = if name.is_empty() { &generate } else { &name };
+            service_ip::allocate(req.ctx.store.as_ref(), &req.ctx.service_cidr, map, shown).await?;
+        }
+        Some(guard)
+    } else {
+        None
+    };
     let object = crate::rest::object::present(object, &req.resource.api_version(), &req.resource.kind);
     let storage = req.resource.storage();
     let attempts = if name.is_empty() {
@@ -210,7 +228,12 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
         let mut candidate = object.clone();
         if let Some(metadata) = metadata_mut(&mut candidate) {
             metadata.insert("name".to_owned(), Value::String(final_name));
+            // `FillObjectMetaSystemFields`: the server's uid, known before the strategy runs (the Job
+            // selector is generated from it); the store keeps it.
+            metadata.insert("uid".to_owned(), Value::String(uuid::Uuid::new_v4().to_string()));
         }
+        defaults::prepare_for_create(&req.resource, &mut candidate);
+        defaults::set_defaults(&req.resource, version, &mut candidate);
         let result = if dry_run {
             dry_run_create(req, &key, candidate).await
         } else {
@@ -237,6 +260,11 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
         Some(other) => Err(other.into()),
         None => Err(Status::internal_error("name generation made no attempt")),
     }
+}
+
+/// Whether `req` addresses core Services (whose creates allocate cluster IPs and node ports).
+fn is_service(req: &RestRequest<'_>) -> bool {
+    !req.resource.custom && req.resource.group.is_empty() && req.resource.resource == "services"
 }
 
 /// What a create would store, without storing it (no resourceVersion, as upstream's dry run).
@@ -272,9 +300,11 @@ fn invalid_path_segment(name: &str) -> Option<&'static str> {
 }
 
 /// Carries what clients may not change from the stored object into the one being written (including
-/// `metadata.generation`, which moves only as the resource's strategy says), and applies the status
-/// subresource split.
+/// `metadata.generation`, which moves only as the resource's strategy says, and what the registry
+/// allocated or generated on create), applies the status subresource split, and defaults the result
+/// as upstream defaults every decoded body ([`defaults`]).
 fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) -> Value {
+    let version = req.ctx.binary_version;
     let status_subresource = req.info.subresource == "status";
     if status_subresource {
         // Only status changes; everything else stays, except the client's resourceVersion precondition.
@@ -295,6 +325,7 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
                 None => metadata.remove("resourceVersion"),
             };
         }
+        defaults::set_defaults(&req.resource, version, &mut next);
         return next;
     }
     if req.resource.has_status()
@@ -318,6 +349,8 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
         metadata.remove("deletionGracePeriodSeconds");
         metadata.extend(deletion);
     }
+    defaults::prepare_for_update(&req.resource, current, &mut incoming);
+    defaults::set_defaults(&req.resource, version, &mut incoming);
     generation::prepare_for_update(req.generation_bump(), current, &mut incoming);
     incoming
 }
@@ -343,6 +376,31 @@ async fn finish_deletion(req: &RestRequest<'_>, written: Value) -> Result<Value,
         };
     }
     Ok(written)
+}
+
+/// [`defaults::check_defaulted`] for writes of the main resource (a status write leaves the spec as
+/// stored, which upstream's status validation does not judge).
+fn check_main_resource(req: &RestRequest<'_>, next: &Value) -> Result<(), Status> {
+    if req.info.subresource.is_empty() {
+        defaults::check_defaulted(&req.resource, next)?;
+    }
+    Ok(())
+}
+
+/// For a Service's main resource: allocates what the updated Service needs and lacks (a type change),
+/// returning the allocation lock to hold until the write is done (see `service_ip`).
+async fn allocate_for_update(
+    req: &RestRequest<'_>,
+    next: &mut Value,
+) -> Result<Option<tokio::sync::MutexGuard<'static, ()>>, Status> {
+    if !is_service(req) || !req.info.subresource.is_empty() {
+        return Ok(None);
+    }
+    let guard = service_ip::lock().await;
+    if let Some(map) = next.as_object_mut() {
+        service_ip::allocate_missing(req.ctx.store.as_ref(), &req.ctx.service_cidr, map, &req.key()).await?;
+    }
+    Ok(Some(guard))
 }
 
 /// Writes `next` over `current` (or returns it unwritten under dry run).
@@ -378,7 +436,9 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         return Err(Status::bad_request(format!("invalid resource version: {rv:?}")));
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
-    let next = merge_for_write(req, &current, object);
+    let mut next = merge_for_write(req, &current, object);
+    check_main_resource(req, &next)?;
+    let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
     Ok(with_warnings(
@@ -436,7 +496,9 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             // The patch itself carried a (different) resourceVersion: a precondition that failed.
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
-        let next = merge_for_write(req, &current, patched);
+        let mut next = merge_for_write(req, &current, patched);
+        check_main_resource(req, &next)?;
+        let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {
                 let written = finish_deletion(req, written).await?;

@@ -79,7 +79,7 @@ pub(crate) fn now_timestamp() -> String {
 }
 
 /// Sets what kube's `BeforeCreate` and the store set on a new object: name/namespace from the key, a
-/// fresh `uid`, `creationTimestamp`, and no deletion fields. `generation` is left as the caller wrote
+/// fresh `uid` (unless one is already assigned), `creationTimestamp`, and no deletion fields. `generation` is left as the caller wrote
 /// it: only the resource's registry strategy sets it (`rest::generation`).
 pub(crate) fn fill_create_metadata(object: &mut Object, key: &ObjectKey) -> StoreResult<()> {
     let metadata = metadata_mut(object)?;
@@ -92,7 +92,15 @@ pub(crate) fn fill_create_metadata(object: &mut Object, key: &ObjectKey) -> Stor
             metadata.remove("namespace");
         }
     }
-    metadata.insert("uid".to_owned(), Value::String(uuid::Uuid::new_v4().to_string()));
+    // A uid the REST layer already assigned (it needs it before storing, e.g. for a Job's selector) is
+    // kept; anything else gets a fresh one.
+    let assigned = metadata
+        .get("uid")
+        .and_then(Value::as_str)
+        .is_some_and(|uid| !uid.is_empty());
+    if !assigned {
+        metadata.insert("uid".to_owned(), Value::String(uuid::Uuid::new_v4().to_string()));
+    }
     metadata.insert("creationTimestamp".to_owned(), Value::String(now_timestamp()));
     metadata.remove("deletionTimestamp");
     metadata.remove("deletionGracePeriodSeconds");
