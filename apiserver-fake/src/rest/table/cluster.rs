@@ -1,0 +1,1108 @@
+//! Printers of configuration, storage, cluster and access-control kinds (printers.go's
+//! `printNamespace`, `printNode`, `printEvent`, `printConfigMap`, `printSecret`,
+//! `printServiceAccount`, `printPersistentVolumeClaim`, `printPersistentVolume`,
+//! `printResourceQuota`, `printLimitRange`, `printLease`, `printPriorityClass`, `printStorageClass`,
+//! `printRuntimeClass`, `printRole[Binding]`, `printClusterRole[Binding]`,
+//! `printValidating/MutatingWebhookConfiguration`, and kube-aggregator's `printAPIService`).
+
+use serde_json::Value;
+use time::format_description::well_known::Rfc3339;
+
+use super::age::parse_timestamp;
+use super::format::{
+    access_modes, annotation, at, boolean, condition, count, created, deleting, list, map_len, name,
+    non_empty, quantity, text,
+};
+use super::printers::{CellsFn, Column, PrintContext, Printer};
+
+/// A count cell.
+fn size(n: usize) -> Value {
+    Value::from(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// Namespace columns.
+pub fn namespace() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string("Status", "The status of the namespace"),
+            Column::AGE,
+        ],
+        |namespace, ctx| {
+            vec![
+                name(namespace).into(),
+                // The registry sets `Active` on create.
+                non_empty(namespace, &["status", "phase"])
+                    .unwrap_or("Active")
+                    .into(),
+                ctx.age(namespace),
+            ]
+        },
+    )
+}
+
+/// Node columns.
+pub fn node() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string("Status", "The status of the node"),
+            Column::string("Roles", "The roles of the node"),
+            Column::AGE,
+            Column::string("Version", "Kubelet Version reported by the node."),
+            Column::string(
+                "Internal-IP",
+                "List of addresses reachable to the node. Queried from cloud provider, if available.",
+            )
+            .wide(),
+            Column::string(
+                "External-IP",
+                "List of addresses reachable to the node. Queried from cloud provider, if available.",
+            )
+            .wide(),
+            Column::string(
+                "OS-Image",
+                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+            )
+            .wide(),
+            Column::string(
+                "Kernel-Version",
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+            )
+            .wide(),
+            Column::string(
+                "Container-Runtime",
+                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+            )
+            .wide(),
+        ],
+        node_cells,
+    )
+}
+
+/// `printNode`: `Ready`/`NotReady`/`Unknown` from the Ready condition, `SchedulingDisabled` when
+/// cordoned; roles from `node-role.kubernetes.io/<role>` and `kubernetes.io/role` labels.
+fn node_cells(node: &Value, ctx: &PrintContext) -> Vec<Value> {
+    let mut status: Vec<&str> = match condition(node, "Ready") {
+        Some(c) if text(c, &["status"]) == "True" => vec!["Ready"],
+        Some(_) => vec!["NotReady"],
+        None => vec!["Unknown"],
+    };
+    if boolean(node, &["spec", "unschedulable"]) == Some(true) {
+        status.push("SchedulingDisabled");
+    }
+    let mut roles: Vec<&str> = at(node, &["metadata", "labels"])
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(
+                    |(key, value)| match key.strip_prefix("node-role.kubernetes.io/") {
+                        Some(role) if !role.is_empty() => Some(role),
+                        Some(_) => None,
+                        None if key == "kubernetes.io/role" => value.as_str().filter(|v| !v.is_empty()),
+                        None => None,
+                    },
+                )
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort_unstable();
+    roles.dedup();
+    let address = |kind: &str| {
+        list(node, &["status", "addresses"])
+            .iter()
+            .find(|a| text(a, &["type"]) == kind)
+            .map_or("<none>", |a| text(a, &["address"]))
+    };
+    let info = |field: &str| non_empty(node, &["status", "nodeInfo", field]).unwrap_or("<unknown>");
+    vec![
+        name(node).into(),
+        status.join(",").into(),
+        if roles.is_empty() {
+            "<none>".to_owned()
+        } else {
+            roles.join(",")
+        }
+        .into(),
+        ctx.age(node),
+        text(node, &["status", "nodeInfo", "kubeletVersion"]).into(),
+        address("InternalIP").into(),
+        address("ExternalIP").into(),
+        info("osImage").into(),
+        info("kernelVersion").into(),
+        info("containerRuntimeVersion").into(),
+    ]
+}
+
+/// Event columns (core/v1 and events.k8s.io/v1 share them, as upstream shares the printer); the
+/// name comes last.
+pub fn event(cells: CellsFn) -> Printer {
+    Printer::new(
+        vec![
+            Column::string(
+                "Last Seen",
+                "The time at which the most recent occurrence of this event was recorded.",
+            ),
+            Column::string(
+                "Type",
+                "Type of this event (Normal, Warning), new types could be added in the future",
+            ),
+            Column::string(
+                "Reason",
+                "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+            ),
+            Column::string("Object", "The object that this event is about."),
+            Column::string(
+                "Subobject",
+                "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2].",
+            )
+            .wide(),
+            Column::string(
+                "Source",
+                "The component reporting this event. Should be a short machine understandable string.",
+            )
+            .wide(),
+            Column::string(
+                "Message",
+                "A human-readable description of the status of this operation.",
+            ),
+            Column::string(
+                "First Seen",
+                "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
+            )
+            .wide(),
+            Column::string("Count", "The number of times this event has occurred.").wide(),
+            Column::NAME.wide(),
+        ],
+        cells,
+    )
+}
+
+/// Where an Event version keeps the fields `printEvent` reads (events.k8s.io/v1 renamed the
+/// core fields it deprecated; upstream converts both to one internal type).
+struct EventFields {
+    regarding: &'static str,
+    message: &'static str,
+    source: &'static str,
+    first: &'static str,
+    last: &'static str,
+    count: &'static str,
+}
+
+/// `printEvent` over a core/v1 Event.
+pub fn core_event_cells(event: &Value, ctx: &PrintContext) -> Vec<Value> {
+    event_cells(
+        event,
+        ctx,
+        &EventFields {
+            regarding: "involvedObject",
+            message: "message",
+            source: "source",
+            first: "firstTimestamp",
+            last: "lastTimestamp",
+            count: "count",
+        },
+    )
+}
+
+/// `printEvent` over an events.k8s.io/v1 Event.
+pub fn events_v1_event_cells(event: &Value, ctx: &PrintContext) -> Vec<Value> {
+    event_cells(
+        event,
+        ctx,
+        &EventFields {
+            regarding: "regarding",
+            message: "note",
+            source: "deprecatedSource",
+            first: "deprecatedFirstTimestamp",
+            last: "deprecatedLastTimestamp",
+            count: "deprecatedCount",
+        },
+    )
+}
+
+/// `printEvent`: last/first seen (falling back to `eventTime`, and to the series' last
+/// observation), `kind/name` of the object, source `component, host` (or the reporting controller
+/// and instance), count (1 for a singleton).
+fn event_cells(event: &Value, ctx: &PrintContext, fields: &EventFields) -> Vec<Value> {
+    let timestamp = |field: &str| non_empty(event, &[field]);
+    let first_seen = match timestamp(fields.first) {
+        Some(first) => ctx.since(Some(first)),
+        None => ctx.since(timestamp("eventTime")),
+    };
+    let mut last_seen = match timestamp(fields.last) {
+        Some(last) => ctx.since(Some(last)),
+        None => first_seen.clone(),
+    };
+    let series = at(event, &["series"]).filter(|s| s.is_object());
+    let occurrences = match series {
+        Some(series) => {
+            last_seen = ctx.since(non_empty(series, &["lastObservedTime"]));
+            count(series, &["count"])
+        }
+        None => match count(event, &[fields.count]) {
+            0 => 1,
+            n => n,
+        },
+    };
+    let regarding = at(event, &[fields.regarding]);
+    let kind = regarding.map_or("", |r| text(r, &["kind"])).to_lowercase();
+    let object = match regarding.and_then(|r| non_empty(r, &["name"])) {
+        Some(object_name) => format!("{kind}/{object_name}"),
+        None => kind,
+    };
+    let component = non_empty(event, &[fields.source, "component"])
+        .or_else(|| non_empty(event, &["reportingController"]));
+    let instance =
+        non_empty(event, &[fields.source, "host"]).or_else(|| non_empty(event, &["reportingInstance"]));
+    let source = match (component, instance) {
+        (None, _) => String::new(),
+        (Some(component), None) => component.to_owned(),
+        (Some(component), Some(instance)) => format!("{component}, {instance}"),
+    };
+    vec![
+        last_seen.into(),
+        text(event, &["type"]).into(),
+        text(event, &["reason"]).into(),
+        object.into(),
+        regarding.map_or("", |r| text(r, &["fieldPath"])).into(),
+        source.into(),
+        text(event, &[fields.message]).trim().into(),
+        first_seen.into(),
+        Value::from(occurrences),
+        name(event).into(),
+    ]
+}
+
+/// ConfigMap columns.
+pub fn config_map() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "Data",
+                "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'.",
+            ),
+            Column::AGE,
+        ],
+        |map, ctx| {
+            vec![
+                name(map).into(),
+                size(map_len(map, &["data"]) + map_len(map, &["binaryData"])),
+                ctx.age(map),
+            ]
+        },
+    )
+}
+
+/// Secret columns.
+pub fn secret() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string("Type", "Used to facilitate programmatic handling of secret data."),
+            Column::string(
+                "Data",
+                "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'.",
+            ),
+            Column::AGE,
+        ],
+        |secret, ctx| {
+            // `stringData` is merged into `data` on write upstream; count the keys of both.
+            let mut keys: Vec<&String> = ["data", "stringData"]
+                .iter()
+                .filter_map(|field| secret.get(field).and_then(Value::as_object))
+                .flat_map(serde_json::Map::keys)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            vec![
+                name(secret).into(),
+                non_empty(secret, &["type"]).unwrap_or("Opaque").into(),
+                size(keys.len()),
+                ctx.age(secret),
+            ]
+        },
+    )
+}
+
+/// ServiceAccount columns.
+pub fn service_account() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "Secrets",
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+            ),
+            Column::AGE,
+        ],
+        |account, ctx| {
+            vec![
+                name(account).into(),
+                size(list(account, &["secrets"]).len()),
+                ctx.age(account),
+            ]
+        },
+    )
+}
+
+/// `storageutil.GetPersistentVolume(Claim)Class`: the beta annotation, else `spec.storageClassName`.
+fn storage_class_of(object: &Value) -> &str {
+    annotation(object, "volume.beta.kubernetes.io/storage-class")
+        .unwrap_or_else(|| text(object, &["spec", "storageClassName"]))
+}
+
+/// `status.phase`, `Terminating` while being deleted (`Pending` before any controller set one).
+fn volume_phase(object: &Value) -> &str {
+    if deleting(object) {
+        "Terminating"
+    } else {
+        non_empty(object, &["status", "phase"]).unwrap_or("Pending")
+    }
+}
+
+const VOLUME_MODE: &str = "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.";
+
+/// PersistentVolumeClaim columns; `attributes_class`: the `VolumeAttributesClass` column (1.29 and
+/// later).
+pub fn persistent_volume_claim(attributes_class: bool) -> Printer {
+    let mut columns = vec![
+        Column::NAME,
+        Column::string(
+            "Status",
+            "phase represents the current phase of PersistentVolumeClaim.",
+        ),
+        Column::string(
+            "Volume",
+            "volumeName is the binding reference to the PersistentVolume backing this claim.",
+        ),
+        Column::string(
+            "Capacity",
+            "capacity represents the actual resources of the underlying volume.",
+        ),
+        Column::string(
+            "Access Modes",
+            "accessModes contains the actual access modes the volume backing the PVC has.",
+        ),
+        Column::string("StorageClass", "StorageClass of the pvc"),
+    ];
+    if attributes_class {
+        columns.push(Column::string(
+            "VolumeAttributesClass",
+            "VolumeAttributesClass of the pvc",
+        ));
+    }
+    columns.extend([Column::AGE, Column::string("VolumeMode", VOLUME_MODE).wide()]);
+    Printer::new(columns, |claim, ctx| {
+        let volume = text(claim, &["spec", "volumeName"]);
+        let (capacity, modes) = if volume.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (
+                quantity(at(claim, &["status", "capacity", "storage"])),
+                access_modes(list(claim, &["status", "accessModes"])),
+            )
+        };
+        let mut cells = vec![
+            name(claim).into(),
+            volume_phase(claim).into(),
+            volume.into(),
+            capacity.into(),
+            modes.into(),
+            storage_class_of(claim).into(),
+        ];
+        if ctx.at_least(29) {
+            cells.push(
+                non_empty(claim, &["spec", "volumeAttributesClassName"])
+                    .unwrap_or("<unset>")
+                    .into(),
+            );
+        }
+        cells.extend([
+            ctx.age(claim),
+            // Defaulted to Filesystem upstream.
+            non_empty(claim, &["spec", "volumeMode"])
+                .unwrap_or("Filesystem")
+                .into(),
+        ]);
+        cells
+    })
+}
+
+/// PersistentVolume columns; `attributes_class`: the `VolumeAttributesClass` column (1.29 and
+/// later).
+pub fn persistent_volume(attributes_class: bool) -> Printer {
+    let mut columns = vec![
+        Column::NAME,
+        Column::string(
+            "Capacity",
+            "capacity is the description of the persistent volume's resources and capacity.",
+        ),
+        Column::string(
+            "Access Modes",
+            "accessModes contains all ways the volume can be mounted.",
+        ),
+        Column::string(
+            "Reclaim Policy",
+            "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
+        ),
+        Column::string(
+            "Status",
+            "phase indicates if a volume is available, bound to a claim, or released by a claim.",
+        ),
+        Column::string(
+            "Claim",
+            "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
+        ),
+        Column::string("StorageClass", "StorageClass of the pv"),
+    ];
+    if attributes_class {
+        columns.push(Column::string(
+            "VolumeAttributesClass",
+            "VolumeAttributesClass of the pv",
+        ));
+    }
+    columns.extend([
+        Column::string(
+            "Reason",
+            "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
+        ),
+        Column::AGE,
+        Column::string(
+            "VolumeMode",
+            "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state. Value of Filesystem is implied when not included in spec.",
+        )
+        .wide(),
+    ]);
+    Printer::new(columns, |volume, ctx| {
+        let claim = match at(volume, &["spec", "claimRef"]).filter(|c| c.is_object()) {
+            Some(reference) => format!(
+                "{}/{}",
+                text(reference, &["namespace"]),
+                text(reference, &["name"])
+            ),
+            None => String::new(),
+        };
+        let mut cells = vec![
+            name(volume).into(),
+            quantity(at(volume, &["spec", "capacity", "storage"])).into(),
+            access_modes(list(volume, &["spec", "accessModes"])).into(),
+            // Defaulted to Retain upstream.
+            non_empty(volume, &["spec", "persistentVolumeReclaimPolicy"])
+                .unwrap_or("Retain")
+                .into(),
+            volume_phase(volume).into(),
+            claim.into(),
+            storage_class_of(volume).into(),
+        ];
+        if ctx.at_least(29) {
+            cells.push(
+                non_empty(volume, &["spec", "volumeAttributesClassName"])
+                    .unwrap_or("<unset>")
+                    .into(),
+            );
+        }
+        cells.extend([
+            text(volume, &["status", "reason"]).into(),
+            ctx.age(volume),
+            non_empty(volume, &["spec", "volumeMode"])
+                .unwrap_or("Filesystem")
+                .into(),
+        ]);
+        cells
+    })
+}
+
+/// ResourceQuota columns; `age_last`: `Age` after `Request`/`Limit` (1.33 and later; before, it
+/// came second).
+pub fn resource_quota(age_last: bool) -> Printer {
+    let request = Column::string(
+        "Request",
+        "Request represents a minimum amount of cpu/memory that a container may consume.",
+    );
+    let limit = Column::string(
+        "Limit",
+        "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+    );
+    if age_last {
+        Printer::new(vec![Column::NAME, request, limit, Column::AGE], |quota, ctx| {
+            let (request, limit) = quota_usage(quota);
+            vec![name(quota).into(), request.into(), limit.into(), ctx.age(quota)]
+        })
+    } else {
+        Printer::new(vec![Column::NAME, Column::AGE, request, limit], |quota, ctx| {
+            let (request, limit) = quota_usage(quota);
+            vec![name(quota).into(), ctx.age(quota), request.into(), limit.into()]
+        })
+    }
+}
+
+/// `name: used/hard` for each resource of `status.hard` (sorted), `limits.*` in the second list.
+fn quota_usage(quota: &Value) -> (String, String) {
+    let Some(hard) = at(quota, &["status", "hard"]).and_then(Value::as_object) else {
+        return (String::new(), String::new());
+    };
+    let mut resources: Vec<&String> = hard.keys().collect();
+    resources.sort_unstable();
+    let (mut requests, mut limits) = (Vec::new(), Vec::new());
+    for resource in resources {
+        let entry = format!(
+            "{resource}: {}/{}",
+            quantity(at(quota, &["status", "used", resource])),
+            quantity(hard.get(resource))
+        );
+        if resource.starts_with("limits.") {
+            limits.push(entry);
+        } else {
+            requests.push(entry);
+        }
+    }
+    (requests.join(", "), limits.join(", "))
+}
+
+/// LimitRange columns (`Created At`, a `date` cell: the timestamp itself).
+pub fn limit_range() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::typed("Created At", "date", super::CREATED_DESCRIPTION),
+        ],
+        |range, _| {
+            vec![
+                name(range).into(),
+                created(range).map_or(Value::Null, Value::from),
+            ]
+        },
+    )
+}
+
+/// Lease columns.
+pub fn lease() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "Holder",
+                "holderIdentity contains the identity of the holder of a current lease.",
+            ),
+            Column::AGE,
+        ],
+        |lease, ctx| {
+            vec![
+                name(lease).into(),
+                text(lease, &["spec", "holderIdentity"]).into(),
+                ctx.age(lease),
+            ]
+        },
+    )
+}
+
+/// PriorityClass columns; `preemption_policy`: the wide `PreemptionPolicy` column (1.32 and later).
+pub fn priority_class(preemption_policy: bool) -> Printer {
+    let mut columns = vec![
+        Column::NAME,
+        Column::typed(
+            "Value",
+            "integer",
+            "value represents the integer value of this priority class. This is the actual priority that pods receive when they have the name of this class in their pod spec.",
+        ),
+        Column::typed(
+            "Global-Default",
+            "boolean",
+            "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class.",
+        ),
+        Column::AGE,
+    ];
+    if preemption_policy {
+        columns.push(
+            Column::string(
+                "PreemptionPolicy",
+                "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
+            )
+            .wide(),
+        );
+    }
+    Printer::new(columns, |class, ctx| {
+        let mut cells = vec![
+            name(class).into(),
+            Value::from(count(class, &["value"])),
+            Value::from(boolean(class, &["globalDefault"]).unwrap_or(false)),
+            ctx.age(class),
+        ];
+        if ctx.at_least(32) {
+            // Defaulted to PreemptLowerPriority upstream.
+            cells.push(
+                non_empty(class, &["preemptionPolicy"])
+                    .unwrap_or("PreemptLowerPriority")
+                    .into(),
+            );
+        }
+        cells
+    })
+}
+
+/// StorageClass columns.
+pub fn storage_class() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "Provisioner",
+                "provisioner indicates the type of the provisioner.",
+            ),
+            Column::string(
+                "ReclaimPolicy",
+                "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.",
+            ),
+            Column::string(
+                "VolumeBindingMode",
+                "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound. When unset, VolumeBindingImmediate is used.",
+            ),
+            Column::string(
+                "AllowVolumeExpansion",
+                "allowVolumeExpansion shows whether the storage class allow volume expand.",
+            ),
+            Column::AGE,
+        ],
+        |class, ctx| {
+            let is_default = |key: &str| annotation(class, key) == Some("true");
+            let mut class_name = name(class).to_owned();
+            if is_default("storageclass.kubernetes.io/is-default-class")
+                || is_default("storageclass.beta.kubernetes.io/is-default-class")
+            {
+                class_name.push_str(" (default)");
+            }
+            vec![
+                class_name.into(),
+                text(class, &["provisioner"]).into(),
+                non_empty(class, &["reclaimPolicy"]).unwrap_or("Delete").into(),
+                non_empty(class, &["volumeBindingMode"])
+                    .unwrap_or("Immediate")
+                    .into(),
+                Value::from(boolean(class, &["allowVolumeExpansion"]).unwrap_or(false)),
+                ctx.age(class),
+            ]
+        },
+    )
+}
+
+/// RuntimeClass columns.
+pub fn runtime_class() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "Handler",
+                "handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class.",
+            ),
+            Column::AGE,
+        ],
+        |class, ctx| {
+            vec![
+                name(class).into(),
+                text(class, &["handler"]).into(),
+                ctx.age(class),
+            ]
+        },
+    )
+}
+
+/// Role and ClusterRole columns: `Created At` as an RFC 3339 UTC string.
+pub fn role() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string("Created At", super::CREATED_DESCRIPTION),
+        ],
+        |role, _| {
+            // `CreationTimestamp.Time.UTC().Format(time.RFC3339)`: Go's zero time when absent.
+            let created_at = created(role)
+                .and_then(parse_timestamp)
+                .and_then(|t| t.to_offset(time::UtcOffset::UTC).format(&Rfc3339).ok())
+                .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_owned());
+            vec![name(role).into(), created_at.into()]
+        },
+    )
+}
+
+/// RoleBinding and ClusterRoleBinding columns.
+pub fn role_binding() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "Role",
+                "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace.",
+            ),
+            Column::AGE,
+            Column::string("Users", "Users in the roleBinding").wide(),
+            Column::string("Groups", "Groups in the roleBinding").wide(),
+            Column::string("ServiceAccounts", "ServiceAccounts in the roleBinding").wide(),
+        ],
+        |binding, ctx| {
+            let subjects = list(binding, &["subjects"]);
+            let of_kind = |kind: &str| {
+                subjects
+                    .iter()
+                    .filter(|s| text(s, &["kind"]) == kind)
+                    .map(|s| match kind {
+                        "ServiceAccount" => {
+                            format!("{}/{}", text(s, &["namespace"]), text(s, &["name"]))
+                        }
+                        _ => text(s, &["name"]).to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            vec![
+                name(binding).into(),
+                format!(
+                    "{}/{}",
+                    text(binding, &["roleRef", "kind"]),
+                    text(binding, &["roleRef", "name"])
+                )
+                .into(),
+                ctx.age(binding),
+                of_kind("User").into(),
+                of_kind("Group").into(),
+                of_kind("ServiceAccount").into(),
+            ]
+        },
+    )
+}
+
+/// Validating/MutatingWebhookConfiguration columns.
+pub fn webhook_configuration() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::typed(
+                "Webhooks",
+                "integer",
+                "Webhooks indicates the number of webhooks registered in this configuration",
+            ),
+            Column::AGE,
+        ],
+        |configuration, ctx| {
+            vec![
+                name(configuration).into(),
+                size(list(configuration, &["webhooks"]).len()),
+                ctx.age(configuration),
+            ]
+        },
+    )
+}
+
+/// APIService columns (kube-aggregator's printer).
+pub fn api_service() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "Service",
+                "The reference to the service that hosts this API endpoint.",
+            ),
+            Column::string("Available", "Whether this service is available."),
+            Column::AGE,
+        ],
+        |service, ctx| {
+            let backend = match at(service, &["spec", "service"]).filter(|s| s.is_object()) {
+                Some(s) => format!("{}/{}", text(s, &["namespace"]), text(s, &["name"])),
+                None => "Local".to_owned(),
+            };
+            let available = match condition(service, "Available") {
+                Some(c) if text(c, &["status"]) == "True" => "True".to_owned(),
+                Some(c) => format!("{} ({})", text(c, &["status"]), text(c, &["reason"])),
+                None => "Unknown".to_owned(),
+            };
+            vec![
+                name(service).into(),
+                backend.into(),
+                available.into(),
+                ctx.age(service),
+            ]
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::KubeVersion;
+    use serde_json::json;
+
+    fn ctx(minor: u32) -> PrintContext {
+        PrintContext {
+            now: parse_timestamp("2024-06-01T12:00:00Z").unwrap(),
+            version: KubeVersion { major: 1, minor },
+        }
+    }
+
+    fn cells(printer: Printer, object: Value, minor: u32) -> Vec<Value> {
+        (printer.cells)(&object, &ctx(minor))
+    }
+
+    #[test]
+    fn nodes_and_namespaces() {
+        let node_object = json!({"metadata": {"name": "n1", "creationTimestamp": "2024-05-31T12:00:00Z",
+                "labels": {"node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/": "x", "kubernetes.io/role": "master"}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "InternalIP", "address": "192.168.0.10"}, {"type": "Hostname", "address": "n1"}],
+                "nodeInfo": {"kubeletVersion": "v1.36.0", "osImage": "Debian GNU/Linux 12 (bookworm)"}}});
+        assert_eq!(
+            cells(node(), node_object, 36),
+            json!([
+                "n1",
+                "Ready,SchedulingDisabled",
+                "control-plane,master",
+                "24h",
+                "v1.36.0",
+                "192.168.0.10",
+                "<none>",
+                "Debian GNU/Linux 12 (bookworm)",
+                "<unknown>",
+                "<unknown>"
+            ])
+            .as_array()
+            .unwrap()
+            .clone()
+        );
+        assert_eq!(
+            cells(node(), json!({"metadata": {"name": "n"}}), 36)[1..3],
+            [json!("Unknown"), json!("<none>")]
+        );
+        let terminating = json!({"metadata": {"name": "ns"}, "status": {"phase": "Terminating"}});
+        assert_eq!(cells(namespace(), terminating, 36)[1], "Terminating");
+        assert_eq!(
+            cells(namespace(), json!({"metadata": {"name": "ns"}}), 36)[1],
+            "Active"
+        );
+    }
+
+    #[test]
+    fn core_and_events_v1_events_print_alike() {
+        let core = json!({"metadata": {"name": "web.17c"}, "type": "Warning", "reason": "BackOff",
+            "involvedObject": {"kind": "Pod", "name": "web", "fieldPath": "spec.containers{app}"},
+            "source": {"component": "kubelet", "host": "n1"}, "message": " Back-off restarting \n",
+            "firstTimestamp": "2024-06-01T11:00:00Z", "lastTimestamp": "2024-06-01T11:58:00Z", "count": 7});
+        let expected = json!([
+            "2m",
+            "Warning",
+            "BackOff",
+            "pod/web",
+            "spec.containers{app}",
+            "kubelet, n1",
+            "Back-off restarting",
+            "60m",
+            7,
+            "web.17c"
+        ]);
+        assert_eq!(
+            cells(event(core_event_cells), core, 36),
+            expected.as_array().unwrap().clone()
+        );
+        let v1 = json!({"metadata": {"name": "web.17c"}, "type": "Warning", "reason": "BackOff",
+            "regarding": {"kind": "Pod", "name": "web", "fieldPath": "spec.containers{app}"},
+            "deprecatedSource": {"component": "kubelet", "host": "n1"}, "note": " Back-off restarting \n",
+            "deprecatedFirstTimestamp": "2024-06-01T11:00:00Z", "deprecatedLastTimestamp": "2024-06-01T11:58:00Z",
+            "deprecatedCount": 7});
+        assert_eq!(
+            cells(event(events_v1_event_cells), v1, 36),
+            expected.as_array().unwrap().clone()
+        );
+        let series = json!({"metadata": {"name": "s"}, "eventTime": "2024-06-01T11:59:00.000000Z",
+            "series": {"count": 3, "lastObservedTime": "2024-06-01T11:59:50.000000Z"},
+            "reportingController": "scheduler", "regarding": {"kind": "Node"}});
+        assert_eq!(
+            cells(event(events_v1_event_cells), series, 36),
+            json!(["10s", "", "", "node", "", "scheduler", "", "60s", 3, "s"])
+                .as_array()
+                .unwrap()
+                .clone()
+        );
+        let printer = event(core_event_cells);
+        assert_eq!(printer.columns.last().unwrap().name, "Name");
+        assert_eq!(printer.columns[0].name, "Last Seen");
+    }
+
+    #[test]
+    fn config_secrets_and_accounts_count_entries() {
+        let map =
+            json!({"metadata": {"name": "cm"}, "data": {"a": "1", "b": "2"}, "binaryData": {"c": "AA=="}});
+        assert_eq!(cells(config_map(), map, 36)[1], 3);
+        let secret_object = json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}, "stringData": {"tls.key": "x", "ca.crt": "y"}});
+        assert_eq!(
+            cells(secret(), secret_object, 36)[1..3],
+            [json!("kubernetes.io/tls"), json!(3)]
+        );
+        assert_eq!(
+            cells(secret(), json!({"metadata": {"name": "s"}}), 36)[1..3],
+            [json!("Opaque"), json!(0)]
+        );
+        let account = json!({"metadata": {"name": "default"}, "secrets": [{"name": "t"}]});
+        assert_eq!(cells(service_account(), account, 36)[1], 1);
+    }
+
+    #[test]
+    fn volumes_and_claims_follow_the_version() {
+        let claim = json!({"metadata": {"name": "data"}, "spec": {"volumeName": "pv1", "storageClassName": "fast"},
+            "status": {"phase": "Bound", "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"]}});
+        assert_eq!(
+            cells(persistent_volume_claim(true), claim.clone(), 36),
+            json!([
+                "data",
+                "Bound",
+                "pv1",
+                "10Gi",
+                "RWO",
+                "fast",
+                "<unset>",
+                "<unknown>",
+                "Filesystem"
+            ])
+            .as_array()
+            .unwrap()
+            .clone()
+        );
+        assert_eq!(cells(persistent_volume_claim(false), claim, 28).len(), 8);
+        let pending = json!({"metadata": {"name": "p", "annotations": {"volume.beta.kubernetes.io/storage-class": "old"}},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}}});
+        assert_eq!(
+            cells(persistent_volume_claim(true), pending, 36)[1..6],
+            [json!("Pending"), json!(""), json!(""), json!(""), json!("old")]
+        );
+        let volume = json!({"metadata": {"name": "pv1", "deletionTimestamp": "2024-06-01T12:00:00Z"},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany", "ReadOnlyMany"],
+                     "persistentVolumeReclaimPolicy": "Delete", "claimRef": {"namespace": "default", "name": "data"},
+                     "storageClassName": "fast", "volumeAttributesClassName": "gold", "volumeMode": "Block"},
+            "status": {"phase": "Bound"}});
+        assert_eq!(
+            cells(persistent_volume(true), volume, 36),
+            json!([
+                "pv1",
+                "10Gi",
+                "ROX,RWX",
+                "Delete",
+                "Terminating",
+                "default/data",
+                "fast",
+                "gold",
+                "",
+                "<unknown>",
+                "Block"
+            ])
+            .as_array()
+            .unwrap()
+            .clone()
+        );
+    }
+
+    #[test]
+    fn quotas_ranges_leases_and_classes() {
+        let quota = json!({"metadata": {"name": "q", "creationTimestamp": "2024-06-01T11:59:00Z"},
+            "status": {"hard": {"pods": "10", "limits.cpu": "2", "requests.cpu": "1", "limits.memory": "2Gi"},
+                       "used": {"pods": "3", "requests.cpu": "500m"}}});
+        assert_eq!(
+            cells(resource_quota(true), quota.clone(), 36),
+            json!([
+                "q",
+                "pods: 3/10, requests.cpu: 500m/1",
+                "limits.cpu: 0/2, limits.memory: 0/2Gi",
+                "60s"
+            ])
+            .as_array()
+            .unwrap()
+            .clone()
+        );
+        assert_eq!(cells(resource_quota(false), quota, 32)[1], "60s");
+        let range = json!({"metadata": {"name": "lr", "creationTimestamp": "2024-06-01T11:59:00Z"}});
+        assert_eq!(
+            cells(limit_range(), range, 36),
+            [json!("lr"), json!("2024-06-01T11:59:00Z")]
+        );
+        let lease_object = json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a_1"}});
+        assert_eq!(cells(lease(), lease_object, 36)[1], "a_1");
+        let class = json!({"metadata": {"name": "high"}, "value": 1000, "globalDefault": true});
+        assert_eq!(
+            cells(priority_class(true), class.clone(), 36),
+            [
+                json!("high"),
+                json!(1000),
+                json!(true),
+                json!("<unknown>"),
+                json!("PreemptLowerPriority")
+            ]
+        );
+        assert_eq!(cells(priority_class(false), class, 31).len(), 4);
+        let storage = json!({"metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer"});
+        assert_eq!(
+            cells(storage_class(), storage, 36)[..5],
+            [
+                json!("standard (default)"),
+                json!("rancher.io/local-path"),
+                json!("Delete"),
+                json!("WaitForFirstConsumer"),
+                json!(false)
+            ]
+        );
+        let runtime = json!({"metadata": {"name": "gvisor"}, "handler": "runsc"});
+        assert_eq!(cells(runtime_class(), runtime, 36)[1], "runsc");
+    }
+
+    #[test]
+    fn rbac_webhooks_and_api_services() {
+        let role_object =
+            json!({"metadata": {"name": "r", "creationTimestamp": "2024-06-01T13:00:00+02:00"}});
+        assert_eq!(
+            cells(role(), role_object, 36),
+            [json!("r"), json!("2024-06-01T11:00:00Z")]
+        );
+        assert_eq!(
+            cells(role(), json!({"metadata": {"name": "r"}}), 36)[1],
+            "0001-01-01T00:00:00Z"
+        );
+        let binding = json!({"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "devs"},
+                         {"kind": "ServiceAccount", "namespace": "ci", "name": "runner"}, {"kind": "User", "name": "bob"}]});
+        assert_eq!(
+            cells(role_binding(), binding, 36),
+            json!([
+                "b",
+                "ClusterRole/view",
+                "<unknown>",
+                "alice, bob",
+                "devs",
+                "ci/runner"
+            ])
+            .as_array()
+            .unwrap()
+            .clone()
+        );
+        let webhooks = json!({"metadata": {"name": "w"}, "webhooks": [{}, {}]});
+        assert_eq!(cells(webhook_configuration(), webhooks, 36)[1], 2);
+        let local = json!({"metadata": {"name": "v1."}, "spec": {"service": null},
+            "status": {"conditions": [{"type": "Available", "status": "True"}]}});
+        assert_eq!(
+            cells(api_service(), local, 36)[1..3],
+            [json!("Local"), json!("True")]
+        );
+        let remote = json!({"metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}},
+            "status": {"conditions": [{"type": "Available", "status": "False", "reason": "MissingEndpoints"}]}});
+        assert_eq!(
+            cells(api_service(), remote, 36)[1..3],
+            [
+                json!("kube-system/metrics-server"),
+                json!("False (MissingEndpoints)")
+            ]
+        );
+        assert_eq!(
+            cells(api_service(), json!({"metadata": {"name": "x"}}), 36)[2],
+            "Unknown"
+        );
+    }
+}
