@@ -1,17 +1,15 @@
 //! Printers of configuration, storage, cluster and access-control kinds (printers.go's
 //! `printNamespace`, `printNode`, `printEvent`, `printConfigMap`, `printSecret`,
 //! `printServiceAccount`, `printPersistentVolumeClaim`, `printPersistentVolume`,
-//! `printResourceQuota`, `printLimitRange`, `printLease`, `printPriorityClass`, `printStorageClass`,
-//! `printRuntimeClass`, `printRole[Binding]`, `printClusterRole[Binding]`,
+//! `printResourceQuota`, `printLease`, `printPriorityClass`, `printStorageClass`,
+//! `printRuntimeClass`, `printRoleBinding`, `printClusterRoleBinding`,
 //! `printValidating/MutatingWebhookConfiguration`, and kube-aggregator's `printAPIService`).
 
 use serde_json::Value;
-use time::format_description::well_known::Rfc3339;
 
-use super::age::parse_timestamp;
 use super::format::{
-    access_modes, annotation, at, boolean, condition, count, created, deleting, list, map_len, name,
-    non_empty, quantity, text,
+    access_modes, annotation, at, boolean, condition, count, deleting, list, map_len, name, non_empty,
+    quantity, text,
 };
 use super::printers::{CellsFn, Column, PrintContext, Printer};
 
@@ -562,22 +560,6 @@ fn quota_usage(quota: &Value) -> (String, String) {
     (requests.join(", "), limits.join(", "))
 }
 
-/// LimitRange columns (`Created At`, a `date` cell: the timestamp itself).
-pub fn limit_range() -> Printer {
-    Printer::new(
-        vec![
-            Column::NAME,
-            Column::typed("Created At", "date", super::CREATED_DESCRIPTION),
-        ],
-        |range, _| {
-            vec![
-                name(range).into(),
-                created(range).map_or(Value::Null, Value::from),
-            ]
-        },
-    )
-}
-
 /// Lease columns.
 pub fn lease() -> Printer {
     Printer::new(
@@ -599,7 +581,7 @@ pub fn lease() -> Printer {
     )
 }
 
-/// PriorityClass columns; `preemption_policy`: the wide `PreemptionPolicy` column (1.32 and later).
+/// PriorityClass columns; `preemption_policy`: the `PreemptionPolicy` column (1.32 and later).
 pub fn priority_class(preemption_policy: bool) -> Printer {
     let mut columns = vec![
         Column::NAME,
@@ -616,13 +598,12 @@ pub fn priority_class(preemption_policy: bool) -> Printer {
         Column::AGE,
     ];
     if preemption_policy {
-        columns.push(
-            Column::string(
-                "PreemptionPolicy",
-                "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
-            )
-            .wide(),
-        );
+        // Priority 0, so kubectl shows it without `-o wide` (upstream fills it only for wide output,
+        // which the server always asks for).
+        columns.push(Column::string(
+            "PreemptionPolicy",
+            "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
+        ));
     }
     Printer::new(columns, |class, ctx| {
         let mut cells = vec![
@@ -693,10 +674,8 @@ pub fn runtime_class() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
-            Column::string(
-                "Handler",
-                "handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class.",
-            ),
+            // Upstream looks the description up in ObjectMeta's docs, which have no `handler`: empty.
+            Column::string("Handler", ""),
             Column::AGE,
         ],
         |class, ctx| {
@@ -709,37 +688,41 @@ pub fn runtime_class() -> Printer {
     )
 }
 
-/// Role and ClusterRole columns: `Created At` as an RFC 3339 UTC string.
-pub fn role() -> Printer {
-    Printer::new(
-        vec![
-            Column::NAME,
-            Column::string("Created At", super::CREATED_DESCRIPTION),
+/// RoleBinding columns.
+pub fn role_binding() -> Printer {
+    binding_printer(
+        "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. This field is immutable.",
+        [
+            "Users in the roleBinding",
+            "Groups in the roleBinding",
+            "ServiceAccounts in the roleBinding",
         ],
-        |role, _| {
-            // `CreationTimestamp.Time.UTC().Format(time.RFC3339)`: Go's zero time when absent.
-            let created_at = created(role)
-                .and_then(parse_timestamp)
-                .and_then(|t| t.to_offset(time::UtcOffset::UTC).format(&Rfc3339).ok())
-                .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_owned());
-            vec![name(role).into(), created_at.into()]
-        },
     )
 }
 
-/// RoleBinding and ClusterRoleBinding columns.
-pub fn role_binding() -> Printer {
+/// ClusterRoleBinding columns.
+pub fn cluster_role_binding() -> Printer {
+    binding_printer(
+        "RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. This field is immutable.",
+        [
+            "Users in the clusterRoleBinding",
+            "Groups in the clusterRoleBinding",
+            "ServiceAccounts in the clusterRoleBinding",
+        ],
+    )
+}
+
+/// `printRoleBinding` / `printClusterRoleBinding`: `Kind/name` of the role and (wide) the subjects
+/// by kind (`rbac.SubjectsStrings`; service accounts as `namespace/name`).
+fn binding_printer(role: &'static str, subjects: [&'static str; 3]) -> Printer {
     Printer::new(
         vec![
             Column::NAME,
-            Column::string(
-                "Role",
-                "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace.",
-            ),
+            Column::string("Role", role),
             Column::AGE,
-            Column::string("Users", "Users in the roleBinding").wide(),
-            Column::string("Groups", "Groups in the roleBinding").wide(),
-            Column::string("ServiceAccounts", "ServiceAccounts in the roleBinding").wide(),
+            Column::string("Users", subjects[0]).wide(),
+            Column::string("Groups", subjects[1]).wide(),
+            Column::string("ServiceAccounts", subjects[2]).wide(),
         ],
         |binding, ctx| {
             let subjects = list(binding, &["subjects"]);
@@ -831,6 +814,7 @@ pub fn api_service() -> Printer {
 mod tests {
     use super::*;
     use crate::catalog::KubeVersion;
+    use crate::rest::table::age::parse_timestamp;
     use serde_json::json;
 
     fn ctx(minor: u32) -> PrintContext {
@@ -1018,11 +1002,6 @@ mod tests {
             .clone()
         );
         assert_eq!(cells(resource_quota(false), quota, 32)[1], "60s");
-        let range = json!({"metadata": {"name": "lr", "creationTimestamp": "2024-06-01T11:59:00Z"}});
-        assert_eq!(
-            cells(limit_range(), range, 36),
-            [json!("lr"), json!("2024-06-01T11:59:00Z")]
-        );
         let lease_object = json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a_1"}});
         assert_eq!(cells(lease(), lease_object, 36)[1], "a_1");
         let class = json!({"metadata": {"name": "high"}, "value": 1000, "globalDefault": true});
@@ -1037,6 +1016,7 @@ mod tests {
             ]
         );
         assert_eq!(cells(priority_class(false), class, 31).len(), 4);
+        assert_eq!(priority_class(true).columns[4].priority, 0);
         let storage = json!({"metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
             "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer"});
         assert_eq!(
@@ -1055,33 +1035,30 @@ mod tests {
 
     #[test]
     fn rbac_webhooks_and_api_services() {
-        let role_object =
-            json!({"metadata": {"name": "r", "creationTimestamp": "2024-06-01T13:00:00+02:00"}});
-        assert_eq!(
-            cells(role(), role_object, 36),
-            [json!("r"), json!("2024-06-01T11:00:00Z")]
-        );
-        assert_eq!(
-            cells(role(), json!({"metadata": {"name": "r"}}), 36)[1],
-            "0001-01-01T00:00:00Z"
-        );
         let binding = json!({"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "devs"},
                          {"kind": "ServiceAccount", "namespace": "ci", "name": "runner"}, {"kind": "User", "name": "bob"}]});
+        let expected = json!([
+            "b",
+            "ClusterRole/view",
+            "<unknown>",
+            "alice, bob",
+            "devs",
+            "ci/runner"
+        ]);
         assert_eq!(
-            cells(role_binding(), binding, 36),
-            json!([
-                "b",
-                "ClusterRole/view",
-                "<unknown>",
-                "alice, bob",
-                "devs",
-                "ci/runner"
-            ])
-            .as_array()
-            .unwrap()
-            .clone()
+            cells(role_binding(), binding.clone(), 36),
+            expected.as_array().unwrap().clone()
         );
+        assert_eq!(
+            cells(cluster_role_binding(), binding, 36),
+            expected.as_array().unwrap().clone()
+        );
+        assert_eq!(
+            cluster_role_binding().columns[3].description,
+            "Users in the clusterRoleBinding"
+        );
+        assert_eq!(role_binding().columns[3].priority, 1);
         let webhooks = json!({"metadata": {"name": "w"}, "webhooks": [{}, {}]});
         assert_eq!(cells(webhook_configuration(), webhooks, 36)[1], 2);
         let local = json!({"metadata": {"name": "v1."}, "spec": {"service": null},

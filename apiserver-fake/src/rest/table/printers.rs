@@ -1,8 +1,8 @@
 //! The registry of built-in printers: which group/resource is printed with which columns and row
 //! function, as kube-apiserver's `pkg/printers/internalversion` `AddHandlers` registers them (and
 //! kube-aggregator's printer for APIServices). Resources not listed keep the default convertor
-//! (`Name`, `Created At`), as upstream does for types without a printer; CustomResourceDefinitions are
-//! among them up to 1.36.
+//! (`Name`, `Created At`), as upstream does for types without a printer: Roles, ClusterRoles,
+//! LimitRanges and, up to 1.36, CustomResourceDefinitions among them.
 //!
 //! Column descriptions: upstream takes most of them from the API's swagger docs
 //! (`ObjectMeta{}.SwaggerDoc()["name"]`, `JobStatus{}.SwaggerDoc()["succeeded"]`, ...). Literal
@@ -165,13 +165,12 @@ pub fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Prin
         ("", "persistentvolumeclaims") => cluster::persistent_volume_claim(minor(29)),
         ("", "persistentvolumes") => cluster::persistent_volume(minor(29)),
         ("", "resourcequotas") => cluster::resource_quota(minor(33)),
-        ("", "limitranges") => cluster::limit_range(),
         ("coordination.k8s.io", "leases") => cluster::lease(),
         ("scheduling.k8s.io", "priorityclasses") => cluster::priority_class(minor(32)),
         ("storage.k8s.io", "storageclasses") => cluster::storage_class(),
         ("node.k8s.io", "runtimeclasses") => cluster::runtime_class(),
-        ("rbac.authorization.k8s.io", "roles" | "clusterroles") => cluster::role(),
-        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => cluster::role_binding(),
+        ("rbac.authorization.k8s.io", "rolebindings") => cluster::role_binding(),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => cluster::cluster_role_binding(),
         (
             "admissionregistration.k8s.io",
             "validatingwebhookconfigurations" | "mutatingwebhookconfigurations",
@@ -215,13 +214,10 @@ mod tests {
         ("", "persistentvolumeclaims"),
         ("", "persistentvolumes"),
         ("", "resourcequotas"),
-        ("", "limitranges"),
         ("coordination.k8s.io", "leases"),
         ("scheduling.k8s.io", "priorityclasses"),
         ("storage.k8s.io", "storageclasses"),
         ("node.k8s.io", "runtimeclasses"),
-        ("rbac.authorization.k8s.io", "roles"),
-        ("rbac.authorization.k8s.io", "clusterroles"),
         ("rbac.authorization.k8s.io", "rolebindings"),
         ("rbac.authorization.k8s.io", "clusterrolebindings"),
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
@@ -259,6 +255,9 @@ mod tests {
         for (group, resource) in [
             ("apiextensions.k8s.io", "customresourcedefinitions"),
             ("stable.example.com", "widgets"),
+            ("rbac.authorization.k8s.io", "roles"),
+            ("rbac.authorization.k8s.io", "clusterroles"),
+            ("", "limitranges"),
         ] {
             assert!(printer(group, resource, KubeVersion::NEWEST).is_none());
         }

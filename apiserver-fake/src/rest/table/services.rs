@@ -221,7 +221,7 @@ pub fn ingress() -> Printer {
             Column::NAME,
             Column::string(
                 "Class",
-                "The name of the IngressClass resource that should be used",
+                "The name of the IngressClass resource that should be used for additional configuration",
             ),
             Column::string(
                 "Hosts",

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use super::age::{human_duration, parse_timestamp};
 use super::format::{
     at, boolean, condition_true, container_cells, count, deleting, format_label_selector, format_labels,
-    integer, label_selector, list, name, non_empty, scalar, text,
+    integer, label_selector, list, name, non_empty, quantity, scalar, text,
 };
 use super::printers::{Column, PrintContext, Printer};
 
@@ -349,14 +349,13 @@ pub fn deployment() -> Printer {
         vec![
             Column::NAME,
             Column::string("Ready", "Number of the pod with ready state"),
-            Column::typed(
+            // Upstream declares these two `string` and fills them with integers.
+            Column::string(
                 "Up-to-date",
-                "integer",
                 "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
             ),
-            Column::typed(
+            Column::string(
                 "Available",
-                "integer",
                 "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
             ),
             Column::AGE,
@@ -640,20 +639,19 @@ pub fn horizontal_pod_autoscaler() -> Printer {
             ),
             Column::string(
                 "Targets",
-                "the metrics and their targets the autoscaler scales on, with the current values",
+                "metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).",
             ),
             Column::string(
                 "MinPods",
                 "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.",
             ),
-            Column::typed(
+            // `string` columns holding integers, as upstream declares them.
+            Column::string(
                 "MaxPods",
-                "integer",
                 "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up.",
             ),
-            Column::typed(
+            Column::string(
                 "Replicas",
-                "integer",
                 "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
             ),
             Column::AGE,
@@ -680,11 +678,11 @@ pub fn horizontal_pod_autoscaler() -> Printer {
 }
 
 /// `formatHPAMetrics`: each metric as `current/target` (resource metrics prefixed with their name),
-/// the first two and `+ N more...`. autoscaling/v1 objects (`targetCPUUtilizationPercentage`) are
-/// read as the CPU utilisation metric they convert to; no metric at all is v2's default, 80% CPU.
+/// the first two and `+ N more...`. A current value is `<unknown>` without a status of the metric's
+/// kind at the same index; quantities absent from a status that has one print as Go's zero
+/// `Quantity`, `0`. autoscaling/v1 objects (`targetCPUUtilizationPercentage`) are read as the CPU
+/// utilisation metric they convert to; no metric at all is v2's default, 80% CPU.
 fn hpa_targets(hpa: &Value) -> String {
-    let unknown = || "<unknown>".to_owned();
-    let amount = |value: Option<&Value>| scalar(value).unwrap_or_else(unknown);
     let mut specs: Vec<Value> = list(hpa, &["spec", "metrics"]).to_vec();
     let mut statuses: Vec<Value> = list(hpa, &["status", "currentMetrics"]).to_vec();
     if specs.is_empty() {
@@ -709,18 +707,20 @@ fn hpa_targets(hpa: &Value) -> String {
                 "External" => "external",
                 _ => return "<unknown type>".to_owned(),
             };
-            let status = statuses.get(i).and_then(|s| s.get(source));
+            // The status of this metric's kind at the same index.
+            let status = statuses
+                .get(i)
+                .and_then(|s| s.get(source))
+                .filter(|s| s.is_object());
             let current = |field: &str| status.and_then(|s| at(s, &["current", field]));
             let target = |field: &str| at(spec, &[source, "target", field]);
+            let unknown = || "<unknown>".to_owned();
             match kind {
                 "Resource" | "ContainerResource" => {
                     let metric = text(spec, &[source, "name"]);
                     if let Some(average) = target("averageValue") {
-                        format!(
-                            "{metric}: {}/{}",
-                            amount(current("averageValue")),
-                            amount(Some(average))
-                        )
+                        let now = status.map_or_else(unknown, |_| quantity(current("averageValue")));
+                        format!("{metric}: {now}/{}", quantity(Some(average)))
                     } else {
                         let percent = |v: Option<&Value>| v.and_then(Value::as_i64).map(|p| format!("{p}%"));
                         format!(
@@ -732,16 +732,20 @@ fn hpa_targets(hpa: &Value) -> String {
                 }
                 "Pods" => format!(
                     "{}/{}",
-                    amount(current("averageValue")),
-                    amount(target("averageValue"))
+                    status.map_or_else(unknown, |_| quantity(current("averageValue"))),
+                    quantity(target("averageValue"))
                 ),
                 _ => match target("averageValue") {
                     Some(average) => format!(
                         "{}/{} (avg)",
-                        amount(current("averageValue")),
-                        amount(Some(average))
+                        scalar(current("averageValue")).unwrap_or_else(unknown),
+                        quantity(Some(average))
                     ),
-                    None => format!("{}/{}", amount(current("value")), amount(target("value"))),
+                    None => format!(
+                        "{}/{}",
+                        status.map_or_else(unknown, |_| quantity(current("value"))),
+                        quantity(target("value"))
+                    ),
                 },
             }
         })
