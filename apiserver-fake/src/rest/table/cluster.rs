@@ -1,16 +1,12 @@
-//! Printers of configuration, storage, cluster and access-control kinds (printers.go's
-//! `printNamespace`, `printNode`, `printEvent`, `printConfigMap`, `printSecret`,
-//! `printServiceAccount`, `printPersistentVolumeClaim`, `printPersistentVolume`,
-//! `printResourceQuota`, `printLease`, `printPriorityClass`, `printStorageClass`,
+//! Printers of cluster, configuration and access-control kinds (printers.go's `printNamespace`,
+//! `printNode`, `printEvent`, `printConfigMap`, `printSecret`, `printServiceAccount`,
+//! `printResourceQuota`, `printLease`, `printLeaseCandidate`, `printPriorityClass`,
 //! `printRuntimeClass`, `printRoleBinding`, `printClusterRoleBinding`,
-//! `printValidating/MutatingWebhookConfiguration`, and kube-aggregator's `printAPIService`).
+//! `printCertificateSigningRequest`, `printClusterTrustBundle`, `printDeviceClass`).
 
 use serde_json::Value;
 
-use super::format::{
-    access_modes, annotation, at, boolean, condition, count, deleting, list, map_len, name, non_empty,
-    quantity, text,
-};
+use super::format::{at, boolean, condition, count, list, map_len, name, non_empty, quantity, text};
 use super::printers::{CellsFn, Column, PrintContext, Printer};
 
 /// A count cell.
@@ -346,173 +342,6 @@ pub fn service_account() -> Printer {
     )
 }
 
-/// `storageutil.GetPersistentVolume(Claim)Class`: the beta annotation, else `spec.storageClassName`.
-fn storage_class_of(object: &Value) -> &str {
-    annotation(object, "volume.beta.kubernetes.io/storage-class")
-        .unwrap_or_else(|| text(object, &["spec", "storageClassName"]))
-}
-
-/// `status.phase`, `Terminating` while being deleted (`Pending` before any controller set one).
-fn volume_phase(object: &Value) -> &str {
-    if deleting(object) {
-        "Terminating"
-    } else {
-        non_empty(object, &["status", "phase"]).unwrap_or("Pending")
-    }
-}
-
-const VOLUME_MODE: &str = "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.";
-
-/// PersistentVolumeClaim columns; `attributes_class`: the `VolumeAttributesClass` column (1.29 and
-/// later).
-pub fn persistent_volume_claim(attributes_class: bool) -> Printer {
-    let mut columns = vec![
-        Column::NAME,
-        Column::string(
-            "Status",
-            "phase represents the current phase of PersistentVolumeClaim.",
-        ),
-        Column::string(
-            "Volume",
-            "volumeName is the binding reference to the PersistentVolume backing this claim.",
-        ),
-        Column::string(
-            "Capacity",
-            "capacity represents the actual resources of the underlying volume.",
-        ),
-        Column::string(
-            "Access Modes",
-            "accessModes contains the actual access modes the volume backing the PVC has.",
-        ),
-        Column::string("StorageClass", "StorageClass of the pvc"),
-    ];
-    if attributes_class {
-        columns.push(Column::string(
-            "VolumeAttributesClass",
-            "VolumeAttributesClass of the pvc",
-        ));
-    }
-    columns.extend([Column::AGE, Column::string("VolumeMode", VOLUME_MODE).wide()]);
-    Printer::new(columns, |claim, ctx| {
-        let volume = text(claim, &["spec", "volumeName"]);
-        let (capacity, modes) = if volume.is_empty() {
-            (String::new(), String::new())
-        } else {
-            (
-                quantity(at(claim, &["status", "capacity", "storage"])),
-                access_modes(list(claim, &["status", "accessModes"])),
-            )
-        };
-        let mut cells = vec![
-            name(claim).into(),
-            volume_phase(claim).into(),
-            volume.into(),
-            capacity.into(),
-            modes.into(),
-            storage_class_of(claim).into(),
-        ];
-        if ctx.at_least(29) {
-            cells.push(
-                non_empty(claim, &["spec", "volumeAttributesClassName"])
-                    .unwrap_or("<unset>")
-                    .into(),
-            );
-        }
-        cells.extend([
-            ctx.age(claim),
-            // Defaulted to Filesystem upstream.
-            non_empty(claim, &["spec", "volumeMode"])
-                .unwrap_or("Filesystem")
-                .into(),
-        ]);
-        cells
-    })
-}
-
-/// PersistentVolume columns; `attributes_class`: the `VolumeAttributesClass` column (1.29 and
-/// later).
-pub fn persistent_volume(attributes_class: bool) -> Printer {
-    let mut columns = vec![
-        Column::NAME,
-        Column::string(
-            "Capacity",
-            "capacity is the description of the persistent volume's resources and capacity.",
-        ),
-        Column::string(
-            "Access Modes",
-            "accessModes contains all ways the volume can be mounted.",
-        ),
-        Column::string(
-            "Reclaim Policy",
-            "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
-        ),
-        Column::string(
-            "Status",
-            "phase indicates if a volume is available, bound to a claim, or released by a claim.",
-        ),
-        Column::string(
-            "Claim",
-            "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
-        ),
-        Column::string("StorageClass", "StorageClass of the pv"),
-    ];
-    if attributes_class {
-        columns.push(Column::string(
-            "VolumeAttributesClass",
-            "VolumeAttributesClass of the pv",
-        ));
-    }
-    columns.extend([
-        Column::string(
-            "Reason",
-            "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
-        ),
-        Column::AGE,
-        Column::string(
-            "VolumeMode",
-            "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state. Value of Filesystem is implied when not included in spec.",
-        )
-        .wide(),
-    ]);
-    Printer::new(columns, |volume, ctx| {
-        let claim = match at(volume, &["spec", "claimRef"]).filter(|c| c.is_object()) {
-            Some(reference) => format!(
-                "{}/{}",
-                text(reference, &["namespace"]),
-                text(reference, &["name"])
-            ),
-            None => String::new(),
-        };
-        let mut cells = vec![
-            name(volume).into(),
-            quantity(at(volume, &["spec", "capacity", "storage"])).into(),
-            access_modes(list(volume, &["spec", "accessModes"])).into(),
-            // Defaulted to Retain upstream.
-            non_empty(volume, &["spec", "persistentVolumeReclaimPolicy"])
-                .unwrap_or("Retain")
-                .into(),
-            volume_phase(volume).into(),
-            claim.into(),
-            storage_class_of(volume).into(),
-        ];
-        if ctx.at_least(29) {
-            cells.push(
-                non_empty(volume, &["spec", "volumeAttributesClassName"])
-                    .unwrap_or("<unset>")
-                    .into(),
-            );
-        }
-        cells.extend([
-            text(volume, &["status", "reason"]).into(),
-            ctx.age(volume),
-            non_empty(volume, &["spec", "volumeMode"])
-                .unwrap_or("Filesystem")
-                .into(),
-        ]);
-        cells
-    })
-}
-
 /// ResourceQuota columns; `age_last`: `Age` after `Request`/`Limit` (1.33 and later; before, it
 /// came second).
 pub fn resource_quota(age_last: bool) -> Printer {
@@ -624,51 +453,6 @@ pub fn priority_class(preemption_policy: bool) -> Printer {
     })
 }
 
-/// StorageClass columns.
-pub fn storage_class() -> Printer {
-    Printer::new(
-        vec![
-            Column::NAME,
-            Column::string(
-                "Provisioner",
-                "provisioner indicates the type of the provisioner.",
-            ),
-            Column::string(
-                "ReclaimPolicy",
-                "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.",
-            ),
-            Column::string(
-                "VolumeBindingMode",
-                "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound. When unset, VolumeBindingImmediate is used.",
-            ),
-            Column::string(
-                "AllowVolumeExpansion",
-                "allowVolumeExpansion shows whether the storage class allow volume expand.",
-            ),
-            Column::AGE,
-        ],
-        |class, ctx| {
-            let is_default = |key: &str| annotation(class, key) == Some("true");
-            let mut class_name = name(class).to_owned();
-            if is_default("storageclass.kubernetes.io/is-default-class")
-                || is_default("storageclass.beta.kubernetes.io/is-default-class")
-            {
-                class_name.push_str(" (default)");
-            }
-            vec![
-                class_name.into(),
-                text(class, &["provisioner"]).into(),
-                non_empty(class, &["reclaimPolicy"]).unwrap_or("Delete").into(),
-                non_empty(class, &["volumeBindingMode"])
-                    .unwrap_or("Immediate")
-                    .into(),
-                Value::from(boolean(class, &["allowVolumeExpansion"]).unwrap_or(false)),
-                ctx.age(class),
-            ]
-        },
-    )
-}
-
 /// RuntimeClass columns.
 pub fn runtime_class() -> Printer {
     Printer::new(
@@ -756,58 +540,124 @@ fn binding_printer(role: &'static str, subjects: [&'static str; 3]) -> Printer {
     )
 }
 
-/// Validating/MutatingWebhookConfiguration columns.
-pub fn webhook_configuration() -> Printer {
+/// CertificateSigningRequest columns.
+pub fn certificate_signing_request() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
-            Column::typed(
-                "Webhooks",
-                "integer",
-                "Webhooks indicates the number of webhooks registered in this configuration",
-            ),
             Column::AGE,
+            Column::string(
+                "SignerName",
+                "signerName indicates the requested signer, and is a qualified name.",
+            ),
+            // Upstream describes `Requestor` with the `request` field's doc.
+            Column::string(
+                "Requestor",
+                "request contains an x509 certificate signing request encoded in a \"CERTIFICATE REQUEST\" PEM block. When serialized as JSON or YAML, the data is additionally base64-encoded.",
+            ),
+            Column::string(
+                "RequestedDuration",
+                "expirationSeconds is the requested duration of validity of the issued certificate. The certificate signer may issue a certificate with a different validity duration so a client must check the delta between the notBefore and and notAfter fields in the issued certificate to determine the actual duration.",
+            ),
+            Column::string(
+                "Condition",
+                "conditions applied to the request. Known conditions are \"Approved\", \"Denied\", and \"Failed\".",
+            ),
         ],
-        |configuration, ctx| {
+        |csr, ctx| {
+            let requested = super::format::integer(csr, &["spec", "expirationSeconds"]).map_or_else(
+                || "<none>".to_owned(),
+                |seconds| super::age::human_duration(time::Duration::seconds(seconds)),
+            );
             vec![
-                name(configuration).into(),
-                size(list(configuration, &["webhooks"]).len()),
-                ctx.age(configuration),
+                name(csr).into(),
+                ctx.age(csr),
+                non_empty(csr, &["spec", "signerName"]).unwrap_or("<none>").into(),
+                text(csr, &["spec", "username"]).into(),
+                requested.into(),
+                csr_condition(csr).into(),
             ]
         },
     )
 }
 
-/// APIService columns (kube-aggregator's printer).
-pub fn api_service() -> Printer {
+/// `extractCSRStatus`: Denied, else Approved, else Pending (by condition type, whatever its
+/// status), then `,Failed` and `,Issued` (a certificate is in the status).
+fn csr_condition(csr: &Value) -> String {
+    let has = |kind: &str| {
+        list(csr, &["status", "conditions"])
+            .iter()
+            .any(|c| text(c, &["type"]) == kind)
+    };
+    let mut status = if has("Denied") {
+        "Denied"
+    } else if has("Approved") {
+        "Approved"
+    } else {
+        "Pending"
+    }
+    .to_owned();
+    if has("Failed") {
+        status.push_str(",Failed");
+    }
+    if non_empty(csr, &["status", "certificate"]).is_some() {
+        status.push_str(",Issued");
+    }
+    status
+}
+
+/// ClusterTrustBundle columns (no age, as upstream).
+pub fn cluster_trust_bundle() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
             Column::string(
-                "Service",
-                "The reference to the service that hosts this API endpoint.",
+                "SignerName",
+                "signerName indicates the associated signer, if any.",
             ),
-            Column::string("Available", "Whether this service is available."),
-            Column::AGE,
         ],
-        |service, ctx| {
-            let backend = match at(service, &["spec", "service"]).filter(|s| s.is_object()) {
-                Some(s) => format!("{}/{}", text(s, &["namespace"]), text(s, &["name"])),
-                None => "Local".to_owned(),
-            };
-            let available = match condition(service, "Available") {
-                Some(c) if text(c, &["status"]) == "True" => "True".to_owned(),
-                Some(c) => format!("{} ({})", text(c, &["status"]), text(c, &["reason"])),
-                None => "Unknown".to_owned(),
-            };
+        |bundle, _| {
             vec![
-                name(service).into(),
-                backend.into(),
-                available.into(),
-                ctx.age(service),
+                name(bundle).into(),
+                non_empty(bundle, &["spec", "signerName"])
+                    .unwrap_or("<none>")
+                    .into(),
             ]
         },
     )
+}
+
+/// LeaseCandidate columns.
+pub fn lease_candidate() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "LeaseName",
+                "LeaseName is the name of the lease for which this candidate is contending. The limits on this field are the same as on Lease.name. Multiple lease candidates may reference the same Lease.name. This field is immutable.",
+            ),
+            // Upstream looks these up in ObjectMeta's docs, which have neither: empty.
+            Column::string("BinaryVersion", ""),
+            Column::string("EmulationVersion", ""),
+            Column::AGE,
+        ],
+        |candidate, ctx| {
+            vec![
+                name(candidate).into(),
+                text(candidate, &["spec", "leaseName"]).into(),
+                text(candidate, &["spec", "binaryVersion"]).into(),
+                text(candidate, &["spec", "emulationVersion"]).into(),
+                ctx.age(candidate),
+            ]
+        },
+    )
+}
+
+/// DeviceClass columns.
+pub fn device_class() -> Printer {
+    Printer::new(vec![Column::NAME, Column::AGE], |class, ctx| {
+        vec![name(class).into(), ctx.age(class)]
+    })
 }
 
 #[cfg(test)]
@@ -931,61 +781,7 @@ mod tests {
     }
 
     #[test]
-    fn volumes_and_claims_follow_the_version() {
-        let claim = json!({"metadata": {"name": "data"}, "spec": {"volumeName": "pv1", "storageClassName": "fast"},
-            "status": {"phase": "Bound", "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"]}});
-        assert_eq!(
-            cells(persistent_volume_claim(true), claim.clone(), 36),
-            json!([
-                "data",
-                "Bound",
-                "pv1",
-                "10Gi",
-                "RWO",
-                "fast",
-                "<unset>",
-                "<unknown>",
-                "Filesystem"
-            ])
-            .as_array()
-            .unwrap()
-            .clone()
-        );
-        assert_eq!(cells(persistent_volume_claim(false), claim, 28).len(), 8);
-        let pending = json!({"metadata": {"name": "p", "annotations": {"volume.beta.kubernetes.io/storage-class": "old"}},
-            "spec": {"resources": {"requests": {"storage": "1Gi"}}}});
-        assert_eq!(
-            cells(persistent_volume_claim(true), pending, 36)[1..6],
-            [json!("Pending"), json!(""), json!(""), json!(""), json!("old")]
-        );
-        let volume = json!({"metadata": {"name": "pv1", "deletionTimestamp": "2024-06-01T12:00:00Z"},
-            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany", "ReadOnlyMany"],
-                     "persistentVolumeReclaimPolicy": "Delete", "claimRef": {"namespace": "default", "name": "data"},
-                     "storageClassName": "fast", "volumeAttributesClassName": "gold", "volumeMode": "Block"},
-            "status": {"phase": "Bound"}});
-        assert_eq!(
-            cells(persistent_volume(true), volume, 36),
-            json!([
-                "pv1",
-                "10Gi",
-                "ROX,RWX",
-                "Delete",
-                "Terminating",
-                "default/data",
-                "fast",
-                "gold",
-                "",
-                "<unknown>",
-                "Block"
-            ])
-            .as_array()
-            .unwrap()
-            .clone()
-        );
-    }
-
-    #[test]
-    fn quotas_ranges_leases_and_classes() {
+    fn quotas_leases_and_classes() {
         let quota = json!({"metadata": {"name": "q", "creationTimestamp": "2024-06-01T11:59:00Z"},
             "status": {"hard": {"pods": "10", "limits.cpu": "2", "requests.cpu": "1", "limits.memory": "2Gi"},
                        "used": {"pods": "3", "requests.cpu": "500m"}}});
@@ -1017,24 +813,69 @@ mod tests {
         );
         assert_eq!(cells(priority_class(false), class, 31).len(), 4);
         assert_eq!(priority_class(true).columns[4].priority, 0);
-        let storage = json!({"metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-            "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer"});
-        assert_eq!(
-            cells(storage_class(), storage, 36)[..5],
-            [
-                json!("standard (default)"),
-                json!("rancher.io/local-path"),
-                json!("Delete"),
-                json!("WaitForFirstConsumer"),
-                json!(false)
-            ]
-        );
         let runtime = json!({"metadata": {"name": "gvisor"}, "handler": "runsc"});
         assert_eq!(cells(runtime_class(), runtime, 36)[1], "runsc");
     }
 
     #[test]
-    fn rbac_webhooks_and_api_services() {
+    fn certificates_candidates_and_classes() {
+        let csr = json!({"metadata": {"name": "csr-1", "creationTimestamp": "2024-06-01T11:59:30Z"},
+            "spec": {"signerName": "kubernetes.io/kube-apiserver-client", "username": "alice", "expirationSeconds": 86400},
+            "status": {"conditions": [{"type": "Approved", "status": "True"}], "certificate": "LS0t"}});
+        assert_eq!(
+            cells(certificate_signing_request(), csr, 36),
+            [
+                json!("csr-1"),
+                json!("30s"),
+                json!("kubernetes.io/kube-apiserver-client"),
+                json!("alice"),
+                json!("24h"),
+                json!("Approved,Issued")
+            ]
+        );
+        let denied = json!({"metadata": {"name": "d"}, "status": {"conditions": [
+            {"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}, {"type": "Failed", "status": "True"}]}});
+        assert_eq!(
+            cells(certificate_signing_request(), denied, 36)[2..],
+            [
+                json!("<none>"),
+                json!(""),
+                json!("<none>"),
+                json!("Denied,Failed")
+            ]
+        );
+        assert_eq!(
+            cells(
+                certificate_signing_request(),
+                json!({"metadata": {"name": "p"}}),
+                36
+            )[5],
+            "Pending"
+        );
+        let bundle = json!({"metadata": {"name": "b"}});
+        assert_eq!(
+            cells(cluster_trust_bundle(), bundle, 36),
+            [json!("b"), json!("<none>")]
+        );
+        let candidate = json!({"metadata": {"name": "kcm-a"}, "spec": {"leaseName": "kube-controller-manager",
+            "binaryVersion": "1.36.0", "emulationVersion": "1.35"}});
+        assert_eq!(
+            cells(lease_candidate(), candidate, 36)[..4],
+            [
+                json!("kcm-a"),
+                json!("kube-controller-manager"),
+                json!("1.36.0"),
+                json!("1.35")
+            ]
+        );
+        assert_eq!(
+            cells(device_class(), json!({"metadata": {"name": "gpu"}}), 36),
+            [json!("gpu"), json!("<unknown>")]
+        );
+    }
+
+    #[test]
+    fn role_bindings() {
         let binding = json!({"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "devs"},
                          {"kind": "ServiceAccount", "namespace": "ci", "name": "runner"}, {"kind": "User", "name": "bob"}]});
@@ -1059,27 +900,5 @@ mod tests {
             "Users in the clusterRoleBinding"
         );
         assert_eq!(role_binding().columns[3].priority, 1);
-        let webhooks = json!({"metadata": {"name": "w"}, "webhooks": [{}, {}]});
-        assert_eq!(cells(webhook_configuration(), webhooks, 36)[1], 2);
-        let local = json!({"metadata": {"name": "v1."}, "spec": {"service": null},
-            "status": {"conditions": [{"type": "Available", "status": "True"}]}});
-        assert_eq!(
-            cells(api_service(), local, 36)[1..3],
-            [json!("Local"), json!("True")]
-        );
-        let remote = json!({"metadata": {"name": "v1beta1.metrics.k8s.io"},
-            "spec": {"service": {"namespace": "kube-system", "name": "metrics-server"}},
-            "status": {"conditions": [{"type": "Available", "status": "False", "reason": "MissingEndpoints"}]}});
-        assert_eq!(
-            cells(api_service(), remote, 36)[1..3],
-            [
-                json!("kube-system/metrics-server"),
-                json!("False (MissingEndpoints)")
-            ]
-        );
-        assert_eq!(
-            cells(api_service(), json!({"metadata": {"name": "x"}}), 36)[2],
-            "Unknown"
-        );
     }
 }

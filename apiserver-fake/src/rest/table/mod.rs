@@ -13,10 +13,12 @@
 //! Ages are computed against a `now` the caller passes ([`age`]).
 
 pub mod age;
+mod apiserver;
 mod cluster;
 pub mod format;
 pub mod printers;
 mod services;
+mod storage;
 mod workloads;
 
 use serde_json::{Map, Value, json};

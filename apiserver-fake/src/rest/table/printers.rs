@@ -13,7 +13,7 @@
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::{CREATED_DESCRIPTION, NAME_DESCRIPTION, cluster, services, workloads};
+use super::{CREATED_DESCRIPTION, NAME_DESCRIPTION, apiserver, cluster, services, storage, workloads};
 use crate::catalog::KubeVersion;
 
 /// One column of a built-in printer (`metav1.TableColumnDefinition`).
@@ -145,6 +145,7 @@ pub fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Prin
         ("apps", "deployments") => workloads::deployment(),
         ("apps", "statefulsets") => workloads::stateful_set(),
         ("apps", "daemonsets") => workloads::daemon_set(),
+        ("apps", "controllerrevisions") => workloads::controller_revision(),
         ("batch", "jobs") => workloads::job(minor(30)),
         ("batch", "cronjobs") => workloads::cron_job(),
         ("autoscaling", "horizontalpodautoscalers") => workloads::horizontal_pod_autoscaler(),
@@ -155,6 +156,7 @@ pub fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Prin
         ("networking.k8s.io", "ingresses") => services::ingress(),
         ("networking.k8s.io", "ingressclasses") => services::ingress_class(minor(36)),
         ("networking.k8s.io", "networkpolicies") => services::network_policy(),
+        ("networking.k8s.io", "servicecidrs") => services::service_cidr(),
         ("", "namespaces") => cluster::namespace(),
         ("", "nodes") => cluster::node(),
         ("", "events") => cluster::event(cluster::core_event_cells),
@@ -162,20 +164,40 @@ pub fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Prin
         ("", "configmaps") => cluster::config_map(),
         ("", "secrets") => cluster::secret(),
         ("", "serviceaccounts") => cluster::service_account(),
-        ("", "persistentvolumeclaims") => cluster::persistent_volume_claim(minor(29)),
-        ("", "persistentvolumes") => cluster::persistent_volume(minor(29)),
         ("", "resourcequotas") => cluster::resource_quota(minor(33)),
         ("coordination.k8s.io", "leases") => cluster::lease(),
+        ("coordination.k8s.io", "leasecandidates") => cluster::lease_candidate(),
         ("scheduling.k8s.io", "priorityclasses") => cluster::priority_class(minor(32)),
-        ("storage.k8s.io", "storageclasses") => cluster::storage_class(),
         ("node.k8s.io", "runtimeclasses") => cluster::runtime_class(),
         ("rbac.authorization.k8s.io", "rolebindings") => cluster::role_binding(),
         ("rbac.authorization.k8s.io", "clusterrolebindings") => cluster::cluster_role_binding(),
+        ("certificates.k8s.io", "certificatesigningrequests") => cluster::certificate_signing_request(),
+        ("certificates.k8s.io", "clustertrustbundles") => cluster::cluster_trust_bundle(),
+        // DeviceClass exists from 1.31 (resource.k8s.io v1alpha3), printed with its age.
+        ("resource.k8s.io", "deviceclasses") if minor(31) => cluster::device_class(),
+        ("", "persistentvolumeclaims") => storage::persistent_volume_claim(minor(29)),
+        ("", "persistentvolumes") => storage::persistent_volume(minor(29)),
+        ("storage.k8s.io", "storageclasses") => storage::storage_class(),
+        ("storage.k8s.io", "csidrivers") => storage::csi_driver(),
+        ("storage.k8s.io", "csinodes") => storage::csi_node(),
+        ("storage.k8s.io", "csistoragecapacities") => storage::csi_storage_capacity(),
+        ("storage.k8s.io", "volumeattachments") => storage::volume_attachment(),
         (
             "admissionregistration.k8s.io",
             "validatingwebhookconfigurations" | "mutatingwebhookconfigurations",
-        ) => cluster::webhook_configuration(),
-        ("apiregistration.k8s.io", "apiservices") => cluster::api_service(),
+        ) => apiserver::webhook_configuration(),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => apiserver::admission_policy(false),
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicies") => apiserver::admission_policy(true),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings" | "mutatingadmissionpolicybindings",
+        ) => apiserver::admission_policy_binding(),
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => apiserver::flow_schema(),
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            apiserver::priority_level_configuration()
+        }
+        ("internal.apiserver.k8s.io", "storageversions") => apiserver::storage_version(),
+        ("apiregistration.k8s.io", "apiservices") => apiserver::api_service(),
         _ => return None,
     })
 }
@@ -223,6 +245,25 @@ mod tests {
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
         ("apiregistration.k8s.io", "apiservices"),
+        ("apps", "controllerrevisions"),
+        ("networking.k8s.io", "servicecidrs"),
+        ("coordination.k8s.io", "leasecandidates"),
+        ("certificates.k8s.io", "certificatesigningrequests"),
+        ("certificates.k8s.io", "clustertrustbundles"),
+        ("storage.k8s.io", "csidrivers"),
+        ("storage.k8s.io", "csinodes"),
+        ("storage.k8s.io", "csistoragecapacities"),
+        ("storage.k8s.io", "volumeattachments"),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicies"),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+        ),
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"),
+        ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"),
+        ("internal.apiserver.k8s.io", "storageversions"),
     ];
 
     #[test]

@@ -349,6 +349,27 @@ pub fn network_policy() -> Printer {
     )
 }
 
+/// ServiceCIDR columns.
+pub fn service_cidr() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string(
+                "CIDRs",
+                "CIDRs defines the IP blocks in CIDR notation (e.g. \"192.168.0.0/24\" or \"2001:db8::/64\") from which to assign service cluster IPs. Max of two CIDRs is allowed, one of each IP family. This field is immutable.",
+            ),
+            Column::AGE,
+        ],
+        |cidr, ctx| {
+            let blocks: Vec<&str> = list(cidr, &["spec", "cidrs"])
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            vec![name(cidr).into(), blocks.join(",").into(), ctx.age(cidr)]
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +491,9 @@ mod tests {
             ]
         );
         assert_eq!(cells(ingress_class(false), class)[0], "nginx");
+        let cidr =
+            json!({"metadata": {"name": "kubernetes"}, "spec": {"cidrs": ["10.96.0.0/28", "fd00::/108"]}});
+        assert_eq!(cells(service_cidr(), cidr)[1], "10.96.0.0/28,fd00::/108");
         let policy = json!({"metadata": {"name": "deny"}, "spec": {"podSelector": {}}});
         assert_eq!(cells(network_policy(), policy)[1], "<none>");
         let policy =

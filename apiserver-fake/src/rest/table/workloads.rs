@@ -792,6 +792,52 @@ pub fn pod_disruption_budget() -> Printer {
     )
 }
 
+/// ControllerRevision columns.
+pub fn controller_revision() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string("Controller", "Controller of the object"),
+            Column::string(
+                "Revision",
+                "Revision indicates the revision of the state represented by Data.",
+            ),
+            Column::AGE,
+        ],
+        |revision, ctx| {
+            // `kind.group/name` of the controlling owner (`kind/name` in the core group).
+            let controller = list(revision, &["metadata", "ownerReferences"])
+                .iter()
+                .find(|owner| boolean(owner, &["controller"]) == Some(true))
+                .map_or_else(
+                    || "<none>".to_owned(),
+                    |owner| {
+                        let kind = text(owner, &["kind"]);
+                        let group = text(owner, &["apiVersion"])
+                            .rsplit_once('/')
+                            .map_or("", |(group, _)| group);
+                        let group_kind = if group.is_empty() {
+                            kind.to_owned()
+                        } else {
+                            format!("{kind}.{group}")
+                        };
+                        if group_kind.is_empty() {
+                            text(owner, &["name"]).to_owned()
+                        } else {
+                            format!("{}/{}", group_kind.to_lowercase(), text(owner, &["name"]))
+                        }
+                    },
+                );
+            vec![
+                name(revision).into(),
+                controller.into(),
+                int(count(revision, &["revision"])),
+                ctx.age(revision),
+            ]
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1028,6 +1074,18 @@ mod tests {
                 .unwrap()
                 .clone()
         );
+    }
+
+    #[test]
+    fn controller_revisions_name_their_controller() {
+        let revision = json!({"metadata": {"name": "web-7d4b9", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "controller": true}]}, "revision": 3});
+        assert_eq!(
+            (controller_revision().cells)(&revision, &ctx(36))[..3],
+            [json!("web-7d4b9"), json!("statefulset.apps/web"), json!(3)]
+        );
+        let orphan = json!({"metadata": {"name": "o", "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p"}]}});
+        assert_eq!((controller_revision().cells)(&orphan, &ctx(36))[1], "<none>");
     }
 
     #[test]
