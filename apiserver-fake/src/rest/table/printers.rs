@@ -135,6 +135,13 @@ impl Printer {
 }
 
 /// The printer of `group`/`resource` on a server of `version`; `None` for the default convertor.
+///
+/// Where printers.go changed between 1.28 and 1.36 the printer follows the server's version: Job
+/// `Status` from 1.30 (kubernetes#123226) and its `SuccessCriteriaMet` value from 1.34
+/// (kubernetes#132832); PV/PVC `VolumeAttributesClass` from 1.29 (KEP-3751); PriorityClass
+/// `PreemptionPolicy` from 1.32 (kubernetes#126529); ResourceQuota `Age` last from 1.33
+/// (kubernetes#129419); the default IngressClass marked `(default)` from 1.36 (not checked against
+/// upstream's source, which was not at hand for 1.36).
 pub fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Printer> {
     let minor = |m: u32| version >= KubeVersion { major: 1, minor: m };
     Some(match (group, resource) {
