@@ -13,6 +13,7 @@ const CRD: &str = r#"{
   "spec": {"group": "example.com", "scope": "Namespaced",
     "names": {"plural": "foos", "singular": "foo", "kind": "Foo", "shortNames": ["fo"]},
     "versions": [{"name": "v1", "served": true, "storage": true,
+      "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
       "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
 }"#;
 
@@ -42,6 +43,24 @@ async fn a_crd_created_through_one_server_is_served_and_discovered_by_all() {
         );
         assert_eq!(client.get(&format!("{path}/x")).await.json()["spec"]["size"], 1);
     }
+    // Tables of custom resources: `Name`, then the CRD version's printer columns.
+    let table = a
+        .send(
+            http::Method::GET,
+            "/apis/example.com/v1/namespaces/default/foos",
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            None,
+        )
+        .await
+        .json();
+    let headers: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(headers, ["Name", "Size"], "{table}");
+    assert_eq!(table["rows"][0]["cells"], serde_json::json!(["x", 1]), "{table}");
     let deleted = b
         .send(
             http::Method::DELETE,

@@ -390,13 +390,17 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
     };
     let mut resource = resource;
     if !resource.custom && !resource.group.is_empty() {
-        // Custom resources are those a CRD (named `<plural>.<group>`) defines.
+        // Custom resources are those a CRD (named `<plural>.<group>`) defines; their Tables have the
+        // CRD version's printer columns.
         let crd = ObjectKey::cluster(&format!("{}.{}", resource.resource, resource.group));
-        resource.custom = ctx
+        if let Ok(definition) = ctx
             .store
             .get(&lifecycle::custom_resource_definitions(), &crd)
             .await
-            .is_ok();
+        {
+            resource.custom = true;
+            resource.printer_columns = table::PrinterColumn::for_crd_version(&definition, &resource.version);
+        }
     }
     let (parts, body) = req.into_parts();
     let transforms = matches!(info.verb.as_str(), "get" | "list" | "watch");

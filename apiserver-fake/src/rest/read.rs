@@ -11,7 +11,8 @@ use super::object::present_list_item;
 use super::pagination::{ContinueToken, paginate};
 use super::selector::{FieldSelector, LabelSelector};
 use super::table::{
-    IncludeObject, partial_object_metadata, partial_object_metadata_list, table, table_for_object,
+    IncludeObject, TableConvertor, partial_object_metadata, partial_object_metadata_list, table,
+    table_for_object,
 };
 use super::{RestRequest, object};
 use crate::status::Status;
@@ -80,7 +81,8 @@ pub fn render_list(req: &RestRequest<'_>, metadata: Value, items: Vec<Value>) ->
             metadata,
             &items,
             IncludeObject::parse(req.query.get("includeObject")),
-            &req.resource.printer_columns,
+            &TableConvertor::for_resource(&req.resource, req.ctx.binary_version),
+            time::OffsetDateTime::now_utc(),
         ),
         Transform::PartialObjectMetadata => partial_object_metadata_list(metadata, &items),
         Transform::None => json!({
@@ -99,7 +101,8 @@ pub fn render_object(req: &RestRequest<'_>, object: Value) -> Value {
         Transform::Table => table_for_object(
             &object,
             IncludeObject::parse(req.query.get("includeObject")),
-            &req.resource.printer_columns,
+            &TableConvertor::for_resource(&req.resource, req.ctx.binary_version),
+            time::OffsetDateTime::now_utc(),
         ),
         Transform::PartialObjectMetadata => partial_object_metadata(&object),
         Transform::None => object,

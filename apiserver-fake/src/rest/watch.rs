@@ -32,7 +32,7 @@ use tokio::time::{Instant, Interval, Sleep};
 use super::RestRequest;
 use super::negotiation::{Encoding, OutputFormat, Transform};
 use super::read::Selection;
-use super::table::{IncludeObject, PrinterColumn, partial_object_metadata, table_for_object};
+use super::table::{IncludeObject, TableConvertor, partial_object_metadata, table_for_object};
 use crate::status::Status;
 use crate::store::{StoreError, WatchEvent, WatchEventType, WatchStream};
 
@@ -43,7 +43,7 @@ struct Watcher {
     kind: String,
     format: OutputFormat,
     include: IncludeObject,
-    columns: Vec<PrinterColumn>,
+    convertor: TableConvertor,
 }
 
 impl Watcher {
@@ -53,7 +53,12 @@ impl Watcher {
             _ => {
                 let object = super::object::present(object, &self.api_version, &self.kind);
                 match self.format.transform {
-                    Transform::Table => table_for_object(&object, self.include, &self.columns),
+                    Transform::Table => table_for_object(
+                        &object,
+                        self.include,
+                        &self.convertor,
+                        time::OffsetDateTime::now_utc(),
+                    ),
                     Transform::PartialObjectMetadata => partial_object_metadata(&object),
                     Transform::None => object,
                 }
@@ -147,7 +152,7 @@ pub async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
         kind: req.resource.kind.clone(),
         format: req.format,
         include: IncludeObject::parse(req.query.get("includeObject")),
-        columns: req.resource.printer_columns.clone(),
+        convertor: TableConvertor::for_resource(&req.resource, req.ctx.binary_version),
     };
     let store = req.ctx.store.clone();
     let storage = req.resource.storage();

@@ -1,0 +1,220 @@
+//! Server-side printing as a kubectl user sees it: the built binary's `cluster` command, and `kubectl
+//! get` printing the columns of upstream's printers (Jobs through the peer proxy, since the server
+//! kubectl talks to has `batch/v1` off; Deployments, Pods and Services served locally).
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use support::demo::{Demo, server};
+
+fn kubectl_available() -> bool {
+    let found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: kubectl is not on PATH (install it with `apt-get install -y kubectl`)");
+    }
+    found
+}
+
+/// Runs `kubectl args…` with `kubeconfig`; its stdout, after asserting it succeeded.
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// kubectl's table split into cells: each column starts where its header does (kubectl pads cells
+/// to the header's offsets), so empty cells survive. The first row is the header.
+fn cells(table: &str) -> Vec<Vec<String>> {
+    let mut lines = table.lines();
+    let header = lines.next().expect("a header line");
+    let bytes = header.as_bytes();
+    let starts: Vec<usize> = (0..bytes.len())
+        .filter(|&i| i == 0 || (i >= 2 && bytes[i] != b' ' && bytes[i - 1] == b' ' && bytes[i - 2] == b' '))
+        .collect();
+    std::iter::once(header)
+        .chain(lines)
+        .map(|line| {
+            starts
+                .iter()
+                .enumerate()
+                .map(|(n, &start)| {
+                    let end = starts.get(n + 1).copied().unwrap_or(line.len()).min(line.len());
+                    line.get(start.min(end)..end)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The header of a kubectl table.
+fn header(table: &str) -> Vec<String> {
+    cells(table).swap_remove(0)
+}
+
+/// A snapshot rendering of tables: each command, then its rows as `cell | cell`, ages redacted.
+fn render(tables: &[(&str, String)]) -> String {
+    let mut out = String::new();
+    for (command, table) in tables {
+        out.push_str(&format!("$ kubectl {command}\n"));
+        let rows = cells(table);
+        let ages: Vec<bool> = rows[0].iter().map(|h| h == "AGE").collect();
+        for (n, row) in rows.iter().enumerate() {
+            let shown: Vec<&str> = row
+                .iter()
+                .zip(&ages)
+                .map(|(cell, &age)| if age && n > 0 { "[age]" } else { cell.as_str() })
+                .collect();
+            out.push_str(&shown.join(" | "));
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn kubectl_get_prints_upstreams_columns() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &[]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let kubeconfig = PathBuf::from(
+        server(&manifest, "a")["kubeconfig"]
+            .as_str()
+            .expect("kubeconfig path"),
+    );
+    let run = |args: &[&str]| kubectl(&kubeconfig, args);
+
+    run(&["create", "job", "hello", "--image=busybox"]);
+    run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--replicas=2",
+    ]);
+    run(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    run(&["run", "shell", "--image=busybox", "--restart=Never"]);
+
+    let jobs = run(&["get", "jobs"]);
+    assert_eq!(
+        header(&jobs),
+        ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+        "{jobs}"
+    );
+    let wide_jobs = run(&["get", "jobs", "-o", "wide"]);
+    assert_eq!(
+        header(&wide_jobs),
+        [
+            "NAME",
+            "STATUS",
+            "COMPLETIONS",
+            "DURATION",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{wide_jobs}"
+    );
+    let hello = &cells(&wide_jobs)[1];
+    assert_eq!(hello[..4], ["hello", "Running", "0/1", ""], "{wide_jobs}");
+    assert_eq!(hello[5..7], ["hello", "busybox"], "{wide_jobs}");
+    assert!(
+        hello[4].ends_with('s') && hello[4] != "<unknown>",
+        "an age in seconds: {wide_jobs}"
+    );
+
+    let deployments = run(&["get", "deployments"]);
+    assert_eq!(
+        header(&deployments),
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{deployments}"
+    );
+    assert_eq!(cells(&deployments)[1][..4], ["web", "0/2", "0", "0"]);
+    let pods = run(&["get", "pods", "-o", "wide"]);
+    assert_eq!(
+        header(&pods),
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
+        ],
+        "{pods}"
+    );
+    let services = run(&["get", "services"]);
+    assert_eq!(
+        header(&services),
+        ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
+        "{services}"
+    );
+
+    // `get --watch` lists, then watches with `as=Table`: the new Job arrives as a row of the same
+    // columns, through the proxy's watch stream.
+    // Under `timeout`, so a watch that never prints cannot hang the test.
+    let mut watch = Command::new("timeout")
+        .args(["60", "kubectl", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["get", "jobs", "--watch", "--output-watch-events"])
+        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl watch starts");
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    let mut next_line = || lines.next().expect("a line").expect("utf-8");
+    let watch_header = next_line();
+    assert_eq!(
+        header(&watch_header),
+        ["EVENT", "NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    );
+    assert!(next_line().contains("hello"));
+    run(&["create", "job", "second", "--image=busybox"]);
+    let added = next_line();
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let added = cells(&format!("{watch_header}\n{added}")).swap_remove(1);
+    assert_eq!(added[..5], ["ADDED", "second", "Running", "0/1", ""], "{added:?}");
+
+    insta::assert_snapshot!(
+        "kubectl_get_tables",
+        render(&[
+            ("get jobs", jobs),
+            ("get jobs -o wide", wide_jobs),
+            (
+                "get deployments -o wide",
+                run(&["get", "deployments", "-o", "wide"])
+            ),
+            ("get pods -o wide", pods),
+            ("get services -o wide", run(&["get", "services", "-o", "wide"])),
+        ])
+    );
+    drop(demo);
+}
