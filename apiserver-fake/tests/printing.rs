@@ -70,7 +70,34 @@ fn header(table: &str) -> Vec<String> {
     cells(table).swap_remove(0)
 }
 
-/// A snapshot rendering of tables: each command, then its rows as `cell | cell`, ages redacted.
+/// `cell` with every UUID (the Job's uid in its generated selector) replaced by `[uid]`.
+fn redact_uids(cell: &str) -> String {
+    let is_uuid = |s: &str| {
+        s.len() == 36
+            && s.char_indices().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => c == '-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    };
+    let mut out = String::new();
+    let mut i = 0;
+    while i < cell.len() {
+        match cell.get(i..i + 36) {
+            Some(candidate) if is_uuid(candidate) => {
+                out.push_str("[uid]");
+                i += 36;
+            }
+            _ => {
+                let ch = cell[i..].chars().next().unwrap_or(' ');
+                out.push(ch);
+                i += ch.len_utf8();
+            }
+        }
+    }
+    out
+}
+
+/// A snapshot rendering of tables: each command, then its rows as `cell | cell`, ages and uids redacted.
 fn render(tables: &[(&str, String)]) -> String {
     let mut out = String::new();
     for (command, table) in tables {
@@ -78,10 +105,16 @@ fn render(tables: &[(&str, String)]) -> String {
         let rows = cells(table);
         let ages: Vec<bool> = rows[0].iter().map(|h| h == "AGE").collect();
         for (n, row) in rows.iter().enumerate() {
-            let shown: Vec<&str> = row
+            let shown: Vec<String> = row
                 .iter()
                 .zip(&ages)
-                .map(|(cell, &age)| if age && n > 0 { "[age]" } else { cell.as_str() })
+                .map(|(cell, &age)| {
+                    if age && n > 0 {
+                        "[age]".to_owned()
+                    } else {
+                        redact_uids(cell)
+                    }
+                })
                 .collect();
             out.push_str(&shown.join(" | "));
             out.push('\n');

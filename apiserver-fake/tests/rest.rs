@@ -505,7 +505,10 @@ async fn patch_types() {
         )
         .await;
     assert_eq!(reapplied.status, StatusCode::OK);
-    assert_eq!(reapplied.json()["spec"]["parallelism"], 2);
+    // The manager no longer applies `parallelism` and nobody else owns it: apply removes it, and
+    // defaulting brings back the default (upstream's prune, then decode).
+    assert_eq!(reapplied.json()["spec"]["parallelism"], 1);
+    assert_eq!(reapplied.json()["metadata"]["labels"]["a"], "b");
     let no_manager = api
         .patch(
             &format!("{JOBS}/applied"),

@@ -2,7 +2,7 @@
 //! carry meaning, and the body (JSON when it is JSON, text otherwise), with only truly variable values
 //! redacted.
 //!
-//! Redacted: object `uid`s (random UUIDs; user UIDs are kept), `resourceVersion`s, timestamps (`creationTimestamp`, lease `renewTime` /
+//! Redacted: object `uid`s and any other random UUID value (user UIDs such as `admin-uid` are kept), `resourceVersion`s, timestamps (`creationTimestamp`, lease `renewTime` /
 //! `acquireTime`, condition `lastTransitionTime`), `managedFields`, list `continue` tokens, the random
 //! suffix of a lease's `holderIdentity`, audit IDs, and ephemeral ports of loopback addresses
 //! (`127.0.0.2:41234` → `127.0.0.2:[port]`). Server IDs, status codes, reasons and messages are kept:
@@ -209,6 +209,8 @@ pub fn redact_json(value: Value) -> Value {
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.into_iter().map(redact_json).collect()),
+        // Random UUIDs anywhere (a Job's generated selector and labels carry its uid).
+        Value::String(s) if looks_like_uuid(&s) => Value::String("[uid]".to_owned()),
         Value::String(s) => Value::String(redact_text(&s)),
         other => other,
     }

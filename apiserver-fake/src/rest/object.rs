@@ -92,6 +92,26 @@ pub fn meta_str<'a>(object: &'a Value, field: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// Drops the `omitempty` metadata fields a patch left empty (`labels: {}`, `finalizers: []`): Go decodes
+/// them into empty values that its JSON encoder then leaves out, so a real server never returns them.
+pub fn drop_empty_metadata(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.retain(|key, value| {
+            let omitempty = matches!(
+                key.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences" | "managedFields"
+            );
+            let empty = match value {
+                Value::Object(map) => map.is_empty(),
+                Value::Array(items) => items.is_empty(),
+                Value::Null => true,
+                _ => false,
+            };
+            !(omitempty && empty)
+        });
+    }
+}
+
 /// The `metadata` map of an object (created when missing). Callers pass objects already checked to be
 /// JSON objects; anything else is left untouched and yields a detached map.
 pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {

@@ -12,8 +12,8 @@
 //!   documented approximation of upstream's schema-driven merge.
 //! * `application/apply-patch+yaml` (server-side apply): the applied configuration is merged over the
 //!   live object like a strategic merge patch without deletions, and creates the object when absent;
-//!   `fieldManager` is required. Field ownership (managedFields) is not tracked, so a field removed
-//!   from a later apply is kept, and apply never reports conflicts (documented deviation).
+//!   `fieldManager` is required. Field ownership, conflicts and the removal of fields a manager stops
+//!   applying are the write path's ([`super::managed_fields`]).
 
 use serde_json::{Map, Value};
 

@@ -16,6 +16,7 @@ use super::defaults::{self, service_ip};
 use super::field_validation::{self, FieldValidation};
 use super::generation;
 use super::lifecycle::{admit_create, prepare_for_create};
+use super::managed_fields;
 use super::negotiation::{content_type, decode_body};
 use super::object::{
     check_type_meta, check_update_name, generate_name, meta_str, metadata_mut, reconcile_create_namespace,
@@ -129,6 +130,101 @@ fn check_applied_fields(req: &RestRequest<'_>, body: &[u8]) -> Result<(), Status
     }
 }
 
+/// Who owns the fields a create sets: the writer (an `Update`), or the applier of a server-side apply that
+/// creates the object (an `Apply` of the applied configuration).
+#[derive(Debug, Clone, Copy)]
+enum Ownership<'a> {
+    Update,
+    Apply(&'a Value),
+}
+
+/// The field manager of this request ([`managed_fields::manager_name`]) and where it writes.
+fn field_writer(req: &RestRequest<'_>) -> managed_fields::Writer {
+    managed_fields::Writer {
+        manager: managed_fields::manager_name(
+            req.query.get("fieldManager"),
+            req.headers
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
+        ),
+        api_version: req.resource.api_version(),
+        subresource: req.info.subresource.clone(),
+        time: now(),
+        has_status: req.resource.has_status(),
+    }
+}
+
+/// The kind's schema for field sets (schema-less for custom resources).
+fn field_schema(req: &RestRequest<'_>) -> managed_fields::Schema {
+    managed_fields::Schema::new(
+        crate::openapi::definitions::Definitions::of(req.ctx.binary_version),
+        &req.resource.group,
+        &req.resource.version,
+        &req.resource.kind,
+    )
+}
+
+/// Records an `Update` from `current` (`None`: a create) to `next` in `next`'s managedFields. The entries
+/// start from those the client sent, or the stored ones when it sent none (upstream keeps them then).
+fn record_update(req: &RestRequest<'_>, current: Option<&Value>, next: &mut Value) {
+    let entries = if next.pointer("/metadata/managedFields").is_some() {
+        managed_fields::read(next)
+    } else {
+        current.map(managed_fields::read).unwrap_or_default()
+    };
+    managed_fields::record_update(&field_schema(req), &field_writer(req), entries, current, next);
+}
+
+/// Records a server-side apply of the request body that turned `current` (`None`: it creates) into
+/// `next`; a change to fields another manager owns is upstream's 409 unless `force=true`.
+fn record_apply(
+    req: &RestRequest<'_>,
+    current: Option<&Value>,
+    applied: &Value,
+    next: &mut Value,
+) -> Result<(), Status> {
+    let force = req.query.get("force") == Some("true");
+    managed_fields::record_apply(
+        &field_schema(req),
+        &field_writer(req),
+        current,
+        applied,
+        next,
+        force,
+    )
+    .map_err(|conflicts| {
+        let mut status = Status::failure(
+            409,
+            crate::status::StatusReason::Conflict,
+            managed_fields::conflict_message(&conflicts),
+        );
+        status.details = Some(Box::new(crate::status::StatusDetails {
+            causes: conflicts
+                .iter()
+                .map(|c| StatusCause {
+                    reason: "FieldManagerConflict".to_owned(),
+                    message: format!("conflict with {}", c.manager),
+                    field: c.field.clone(),
+                })
+                .collect(),
+            ..Default::default()
+        }));
+        status
+    })
+}
+
+/// The applied configuration of a server-side apply body (`metadata.managedFields` must be unset).
+fn applied_configuration(body: &[u8]) -> Result<Value, Status> {
+    let applied = super::negotiation::require_object(super::negotiation::decode_yaml(body)?)?;
+    if applied
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(Status::bad_request("metadata.managedFields must be nil"));
+    }
+    Ok(applied)
+}
+
 /// The raw body when it is JSON (where duplicate fields can be seen).
 fn json_body<'b>(req: &RestRequest<'_>, body: &'b [u8]) -> Option<&'b [u8]> {
     (content_type(&req.headers).as_deref() == Some("application/json")).then_some(body)
@@ -155,7 +251,7 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         BodySource::Object(json_body(req, &body)),
         "CreateOptions",
     )?;
-    let (created, code) = create_object(req, object).await?;
+    let (created, code) = create_object(req, object, Ownership::Update).await?;
     Ok(with_warnings(
         req.respond(code, &render_object(req, created)),
         &warnings,
@@ -163,7 +259,11 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
 }
 
 /// Creates `object` (already decoded) as POST does; shared with server-side apply of a missing object.
-async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Value, StatusCode), Status> {
+async fn create_object(
+    req: &RestRequest<'_>,
+    mut object: Value,
+    ownership: Ownership<'_>,
+) -> Result<(Value, StatusCode), Status> {
     let dry_run = req.query.dry_run()?;
     reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
     let name = meta_str(&object, "name").to_owned();
@@ -193,6 +293,11 @@ async fn create_object(req: &RestRequest<'_>, mut object: Value) -> Result<(Valu
     // stored object back defaults again, hence defaults on both sides of `PrepareForCreate`.
     defaults::set_defaults(&req.resource, version, &mut object);
     defaults::check_defaulted(&req.resource, &object)?;
+    // The field manager sees the decoded, defaulted object, before the strategy adds its fields.
+    match ownership {
+        Ownership::Update => record_update(req, None, &mut object),
+        Ownership::Apply(applied) => record_apply(req, None, applied, &mut object)?,
+    }
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
     generation::prepare_for_create(req.generation_bump(), &mut object);
@@ -438,6 +543,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     let mut next = merge_for_write(req, &current, object);
     check_main_resource(req, &next)?;
+    record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
@@ -456,9 +562,12 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         patch::require_field_manager(req.query.get("fieldManager"))?;
     }
     let body = read_body(body).await?;
-    if patch_type == PatchType::Apply {
+    let applied = if patch_type == PatchType::Apply {
         check_applied_fields(req, &body)?;
-    }
+        Some(applied_configuration(&body)?)
+    } else {
+        None
+    };
     for _ in 0..PATCH_ATTEMPTS {
         let current = match req.ctx.store.get(&req.resource.storage(), &req.key()).await {
             Ok(current) => current,
@@ -466,10 +575,12 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
                 if patch_type == PatchType::Apply && req.info.subresource.is_empty() =>
             {
                 // Server-side apply creates what does not exist.
-                let mut applied = patch::apply(patch_type, &Value::Object(Default::default()), &body)?;
-                check_type_meta(&applied, &req.resource.api_version(), &req.resource.kind)?;
-                check_update_name(&mut applied, &req.info.name, req.namespace.as_deref())?;
-                let (created, code) = create_object(req, applied).await?;
+                let mut applied_object = patch::apply(patch_type, &Value::Object(Default::default()), &body)?;
+                check_type_meta(&applied_object, &req.resource.api_version(), &req.resource.kind)?;
+                check_update_name(&mut applied_object, &req.info.name, req.namespace.as_deref())?;
+                let configuration = applied.as_ref().unwrap_or(&Value::Null);
+                let (created, code) =
+                    create_object(req, applied_object, Ownership::Apply(configuration)).await?;
                 return Ok(req.respond(code, &render_object(req, created)));
             }
             Err(e) => return Err(e.into()),
@@ -497,7 +608,17 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
         let mut next = merge_for_write(req, &current, patched);
+        super::object::drop_empty_metadata(&mut next);
         check_main_resource(req, &next)?;
+        match &applied {
+            Some(applied) => {
+                record_apply(req, Some(&current), applied, &mut next)?;
+                // What apply pruned that has a default comes back, as upstream decodes (and so
+                // defaults) the applied result.
+                defaults::set_defaults(&req.resource, req.ctx.binary_version, &mut next);
+            }
+            None => record_update(req, Some(&current), &mut next),
+        }
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {
