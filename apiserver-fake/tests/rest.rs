@@ -237,9 +237,14 @@ impl Api {
 
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
 
+/// The pod template every Job needs (`spec.template` is required, as upstream).
+fn template() -> Value {
+    json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}})
+}
+
 fn job(name: &str) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": {"app": name}},
-           "spec": {"parallelism": 1}, "status": {"active": 5}})
+           "spec": {"parallelism": 1, "template": template()}, "status": {"active": 5}})
 }
 
 #[tokio::test]
@@ -321,7 +326,10 @@ async fn create_validates_names_namespaces_and_bodies() {
         "Job.batch \"\" is invalid: metadata.name: Required value: name or generateName is required"
     );
     let generated = api
-        .post(JOBS, json!({"metadata": {"generateName": "job-"}}))
+        .post(
+            JOBS,
+            json!({"metadata": {"generateName": "job-"}, "spec": {"template": template()}}),
+        )
         .await
         .json();
     let name = generated["metadata"]["name"].as_str().unwrap();
@@ -335,7 +343,10 @@ async fn create_validates_names_namespaces_and_bodies() {
         "the namespace of the provided object does not match the namespace sent on the request"
     );
     let duplicate = api
-        .post(JOBS, json!({"metadata": {"name": generated["metadata"]["name"]}}))
+        .post(
+            JOBS,
+            json!({"metadata": {"name": generated["metadata"]["name"]}, "spec": {"template": template()}}),
+        )
         .await;
     assert_eq!(duplicate.status, StatusCode::CONFLICT);
     assert_eq!(duplicate.json()["reason"], "AlreadyExists");
@@ -493,7 +504,7 @@ async fn patch_types() {
         .patch(
             &apply_uri,
             "application/apply-patch+yaml",
-            "metadata:\n  name: applied\nspec:\n  parallelism: 2\n",
+            "metadata:\n  name: applied\nspec:\n  parallelism: 2\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: main, image: busybox}]\n",
         )
         .await;
     assert_eq!(applied.status, StatusCode::CREATED, "{}", applied.text);
@@ -501,7 +512,7 @@ async fn patch_types() {
         .patch(
             &apply_uri,
             "application/apply-patch+yaml",
-            "metadata:\n  name: applied\n  labels:\n    a: b\n",
+            "metadata:\n  name: applied\n  labels:\n    a: b\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: main, image: busybox}]\n",
         )
         .await;
     assert_eq!(reapplied.status, StatusCode::OK);
@@ -705,7 +716,7 @@ async fn content_negotiation() {
             Method::POST,
             JOBS,
             &[("content-type", "application/yaml")],
-            b"metadata:\n  name: from-yaml\n".to_vec(),
+            b"metadata:\n  name: from-yaml\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: main, image: busybox}]\n".to_vec(),
         )
         .await;
     assert_eq!(yaml_body.status, StatusCode::CREATED, "{}", yaml_body.text);

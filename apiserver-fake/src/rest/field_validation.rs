@@ -188,6 +188,91 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
 
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 
+/// The checks of a built-in kind's validation that its OpenAPI definition states: required fields
+/// (`spec.template.spec.containers: Required value`), as causes of upstream's 422 `Invalid`. `status` is
+/// not checked (main-resource writes do not validate it), nor is anything else upstream's hand-written
+/// validation adds. (The definitions carry no enumerations: kubernetes-validate's schemas have none for
+/// built-in fields, so `Unsupported value` is not produced here.)
+pub fn schema_violations(
+    definitions: &'static Definitions,
+    definition: &str,
+    object: &Value,
+) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    let walk = Walk {
+        definitions,
+        findings: &mut Findings::default(),
+    };
+    check_schema(
+        &walk,
+        definition_schema(definitions, definition),
+        definition,
+        object,
+        &mut Vec::new(),
+        &mut causes,
+    );
+    causes
+}
+
+fn check_schema(
+    walk: &Walk<'_>,
+    declared: &Value,
+    parent: &str,
+    value: &Value,
+    path: &mut Vec<Step>,
+    causes: &mut Vec<StatusCause>,
+) {
+    let (schema, owner) = walk.resolve(declared, parent);
+    match value {
+        Value::Object(map) => {
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                    for (name, field) in map {
+                        path.push(Step::Field(name.clone()));
+                        check_schema(walk, additional, owner, field, path, causes);
+                        path.pop();
+                    }
+                }
+                return;
+            };
+            for required in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(name) = required.as_str() else { continue };
+                if path.is_empty() && name == "status" {
+                    continue;
+                }
+                if map.get(name).is_none_or(Value::is_null) {
+                    path.push(Step::Field(name.to_owned()));
+                    causes.push(StatusCause::field_required(&display(path), ""));
+                    path.pop();
+                }
+            }
+            for (name, field) in map {
+                if path.is_empty() && name == "status" {
+                    continue;
+                }
+                if let Some(property) = properties.get(name) {
+                    path.push(Step::Field(name.clone()));
+                    check_schema(walk, property, owner, field, path, causes);
+                    path.pop();
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                path.push(Step::Index(index));
+                check_schema(walk, &schema["items"], owner, item, path, causes);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
 fn definition_schema(definitions: &'static Definitions, name: &str) -> &'static Value {
     static ANY: Value = Value::Null;
     definitions.get(name).unwrap_or(&ANY)
@@ -499,6 +584,32 @@ mod tests {
             "{}",
             bad.message
         );
+    }
+
+    #[test]
+    fn required_fields_are_upstreams_causes() {
+        let job = json!({
+            "metadata": {"name": "pi"},
+            "spec": {"template": {"spec": {"containers": [{"image": "x"}, {"name": "b", "ports": [{"name": "p"}]}]}}},
+            "status": {"conditions": [{"status": "True"}]},
+        });
+        let causes = schema_violations(defs(), JOB, &job);
+        let messages: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "spec.template.spec.containers[0].name: Required value",
+                "spec.template.spec.containers[1].ports[0].containerPort: Required value",
+            ]
+        );
+        let no_template = json!({"metadata": {"name": "pi"}, "spec": {}});
+        let causes = schema_violations(defs(), JOB, &no_template);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.template");
+        assert_eq!(causes[0].reason, "FieldValueRequired");
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod generation;
 pub mod lifecycle;
 pub mod list_options;
 pub mod managed_fields;
+pub mod names;
 pub mod negotiation;
 pub mod object;
 pub mod pagination;

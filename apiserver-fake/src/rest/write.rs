@@ -225,6 +225,28 @@ fn applied_configuration(body: &[u8]) -> Result<Value, Status> {
     Ok(applied)
 }
 
+/// The required fields and enumerations of a built-in kind's schema ([`field_validation::schema_violations`]):
+/// upstream's 422 `Invalid` when the object breaks them. Status writes are not checked.
+fn validate_schema(req: &RestRequest<'_>, object: &Value) -> Result<(), Status> {
+    if req.resource.custom || req.info.subresource == "status" {
+        return Ok(());
+    }
+    let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
+    let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
+    else {
+        return Ok(());
+    };
+    let causes = field_validation::schema_violations(definitions, definition, object);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = match meta_str(object, "name") {
+        "" => meta_str(object, "generateName"),
+        name => name,
+    };
+    Err(Status::invalid(&req.resource.group_kind(), name, causes))
+}
+
 /// The raw body when it is JSON (where duplicate fields can be seen).
 fn json_body<'b>(req: &RestRequest<'_>, body: &'b [u8]) -> Option<&'b [u8]> {
     (content_type(&req.headers).as_deref() == Some("application/json")).then_some(body)
@@ -285,6 +307,14 @@ async fn create_object(
             vec![StatusCause::field_invalid("metadata.name", &name, reason)],
         ));
     }
+    if !req.resource.custom {
+        let causes =
+            super::names::NameRule::of(&req.resource.group, &req.resource.resource).causes(&name, &generate);
+        if !causes.is_empty() {
+            let shown = if name.is_empty() { &generate } else { &name };
+            return Err(Status::invalid(&req.resource.group_kind(), shown, causes));
+        }
+    }
     if let Some(namespace) = &req.namespace {
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
     }
@@ -300,6 +330,7 @@ async fn create_object(
     }
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
+    validate_schema(req, &object)?;
     generation::prepare_for_create(req.generation_bump(), &mut object);
     // A Service's allocation and its write are one step for other creates (see `service_ip`).
     let _allocation = if is_service(req) {
@@ -543,6 +574,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     let mut next = merge_for_write(req, &current, object);
     check_main_resource(req, &next)?;
+    validate_schema(req, &next)?;
     record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
@@ -619,6 +651,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             }
             None => record_update(req, Some(&current), &mut next),
         }
+        validate_schema(req, &next)?;
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {
