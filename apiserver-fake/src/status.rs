@@ -203,6 +203,14 @@ impl StatusCause {
         }
     }
 
+    /// A `field.TypeInvalid` error: type `FieldValueTypeInvalid`, body `Invalid value: "<value>": <detail>`.
+    pub fn field_type_invalid(field: &str, value: &str, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueTypeInvalid".to_owned(),
+            ..Self::field_invalid(field, value, detail)
+        }
+    }
+
     /// A `field.NotSupported` error: body `Unsupported value: "<value>": supported values: "a", "b"`.
     pub fn field_not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
         let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();

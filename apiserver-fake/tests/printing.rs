@@ -251,3 +251,87 @@ fn kubectl_get_prints_upstreams_columns() {
     );
     drop(demo);
 }
+
+/// `kubectl explain` of a custom resource reads its schema from the CR group-version's OpenAPI v3
+/// document, as it does on a real server.
+#[test]
+fn kubectl_explains_custom_resources() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &[]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let kubeconfig = PathBuf::from(
+        server(&manifest, "a")["kubeconfig"]
+            .as_str()
+            .expect("kubeconfig path"),
+    );
+    let crd = dir.path().join("crontabs.yaml");
+    std::fs::write(
+        &crd,
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: A CronTab runs an image on a schedule.
+        properties:
+          spec:
+            type: object
+            description: What the CronTab runs.
+            properties:
+              cronSpec: {type: string, description: The schedule in cron format.}
+              image: {type: string, description: The image to run.}
+              replicas: {type: integer}
+"#,
+    )
+    .expect("CRD file");
+    kubectl(&kubeconfig, &["apply", "-f", crd.to_str().expect("utf-8 path")]);
+    // Discovery and the OpenAPI documents follow the CRD shortly; retry until kubectl sees both.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let explained = loop {
+        let output = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["explain", "crontabs.spec"])
+            .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
+            .output()
+            .expect("kubectl runs");
+        if output.status.success() {
+            break String::from_utf8_lossy(&output.stdout).into_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl explain crontabs.spec: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    for expected in [
+        "GROUP:      stable.example.com",
+        "KIND:       CronTab",
+        "VERSION:    v1",
+        "FIELD: spec <Object>",
+        "What the CronTab runs.",
+        "cronSpec\t<string>",
+        "The schedule in cron format.",
+        "replicas\t<integer>",
+    ] {
+        assert!(explained.contains(expected), "{expected:?} in:\n{explained}");
+    }
+    let root = kubectl(&kubeconfig, &["explain", "crontabs"]);
+    assert!(root.contains("A CronTab runs an image on a schedule."), "{root}");
+    assert!(root.contains("metadata\t<ObjectMeta>"), "{root}");
+    drop(demo);
+}

@@ -53,6 +53,7 @@ fn info(
             vec![]
         },
         custom,
+        schema: None,
     }
 }
 

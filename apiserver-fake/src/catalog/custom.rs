@@ -2,6 +2,7 @@
 //! kube-aware version ordering.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -60,6 +61,30 @@ pub fn compare_kube_aware_versions(a: &str, b: &str) -> Ordering {
         (None, Some(_)) => Ordering::Less,
         (None, None) => b.cmp(a),
     }
+}
+
+/// What one CRD version says about its objects' shape: what the OpenAPI builder
+/// (`apiextensions-apiserver/pkg/controller/openapi/builder`) makes definitions from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomResourceSchema {
+    /// `spec.names.listKind` (`<Kind>List` when unset, as the CRD's defaulting sets it).
+    pub list_kind: String,
+    /// The version's `schema.openAPIV3Schema` (the old top-level `spec.validation` as a fallback);
+    /// `None` when the CRD gives none.
+    pub open_api_v3_schema: Option<Value>,
+}
+
+/// The `openAPIV3Schema` of `version` of a CRD (upstream `apihelpers.GetSchemaForVersion`: the
+/// version's own schema, else the CRD-wide `spec.validation` of old CRDs).
+pub fn crd_version_schema(crd: &Value, version: &str) -> Option<Value> {
+    let spec = &crd["spec"];
+    spec["versions"]
+        .as_array()
+        .and_then(|versions| versions.iter().find(|v| v["name"].as_str() == Some(version)))
+        .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+        .or_else(|| spec.pointer("/validation/openAPIV3Schema"))
+        .filter(|schema| schema.is_object())
+        .cloned()
 }
 
 fn string_list(value: &Value) -> Vec<String> {
@@ -148,6 +173,13 @@ pub fn custom_groups_from_crds(crds: &[Value]) -> Vec<ApiGroup> {
                 categories: string_list(&names["categories"]),
                 subresources: subresources(kind, subresource_spec),
                 storage_version: storage.clone(),
+                crd_schema: Some(Arc::new(CustomResourceSchema {
+                    list_kind: names["listKind"]
+                        .as_str()
+                        .filter(|s| !s.is_empty())
+                        .map_or_else(|| format!("{kind}List"), str::to_owned),
+                    open_api_v3_schema: crd_version_schema(crd, version_name),
+                })),
             };
             let group_entry = match groups.iter_mut().position(|g| g.name == group) {
                 Some(index) => &mut groups[index],

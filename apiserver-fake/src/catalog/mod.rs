@@ -23,7 +23,9 @@ mod served;
 mod table;
 mod version;
 
-pub use custom::{compare_kube_aware_versions, custom_groups_from_crds};
+pub use custom::{
+    CustomResourceSchema, compare_kube_aware_versions, crd_version_schema, custom_groups_from_crds,
+};
 pub use feature_gates::{ALL_ALPHA, ALL_BETA, FeatureGates, Stage};
 pub use runtime_config::{RuntimeConfig, RuntimeConfigKey, VERSION_MATCHERS};
 pub use version::KubeVersion;
@@ -51,6 +53,10 @@ pub struct ApiResource {
     /// storage factory picks it; `None` for resources without storage (reviews, `bindings`,
     /// `componentstatuses`). Feeds StorageVersion objects and discovery's `storageVersionHash`.
     pub storage_version: Option<String>,
+    /// For a custom resource, what its CRD version says about the objects' shape (OpenAPI
+    /// definitions are built from it); `None` for built-ins. Part of the served set, so a schema change
+    /// of an existing CRD makes a new set and new OpenAPI documents.
+    pub crd_schema: Option<std::sync::Arc<CustomResourceSchema>>,
 }
 
 impl ApiResource {

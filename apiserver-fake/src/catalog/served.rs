@@ -263,6 +263,7 @@ fn served_resource(r: &TableResource, gates: &FeatureGates, version: KubeVersion
             })
             .collect(),
         storage_version: r.storage_version.clone(),
+        crd_schema: None,
     }
 }
 

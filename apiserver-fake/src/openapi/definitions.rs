@@ -13,6 +13,8 @@ use serde_json::Value;
 
 use crate::catalog::KubeVersion;
 
+use super::custom::CustomDefinitions;
+
 /// The generated table (all minors, definitions deduplicated into version spans).
 const TABLE: &str = include_str!("../../catalog/openapi.json");
 
@@ -92,6 +94,51 @@ impl Definitions {
             });
         }
         seen
+    }
+}
+
+/// A minor's built-in definitions with the served custom resources' definitions laid over them:
+/// what documents and paths look kinds up in.
+#[derive(Debug, Clone, Copy)]
+pub struct Layered<'a> {
+    /// The built-in definitions of the server's minor.
+    pub builtin: &'static Definitions,
+    /// The custom resources' definitions.
+    pub custom: &'a CustomDefinitions,
+}
+
+impl Layered<'_> {
+    /// The schema named `name` (custom definitions first).
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.custom.get(name).or_else(|| self.builtin.get(name))
+    }
+
+    /// The name of the definition of a group/version/kind (custom definitions first).
+    pub fn kind(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
+        self.custom
+            .kind(group, version, kind)
+            .or_else(|| self.builtin.kind(group, version, kind))
+    }
+
+    /// [`Definitions::closure`] of `roots`, custom definitions included with the built-in ones they
+    /// reference (`ObjectMeta`, `ListMeta`).
+    pub fn closure<'r>(&self, roots: impl IntoIterator<Item = &'r str>) -> BTreeSet<String> {
+        let mut custom = BTreeSet::new();
+        let mut builtin = Vec::new();
+        let mut pending: Vec<String> = roots.into_iter().map(str::to_owned).collect();
+        while let Some(name) = pending.pop() {
+            match self.custom.get(&name) {
+                Some(schema) => {
+                    if custom.insert(name) {
+                        references(schema, &mut |target| pending.push(target.to_owned()));
+                    }
+                }
+                None => builtin.push(name),
+            }
+        }
+        let mut all = self.builtin.closure(builtin.iter().map(String::as_str));
+        all.extend(custom);
+        all
     }
 }
 

@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 
 use crate::catalog::{ApiResource, KubeVersion, ServedApis};
 
-use super::definitions::{Definitions, V2_REF_PREFIX};
+use super::custom::{CustomDefinitions, Flavor};
+use super::definitions::{Definitions, Layered, V2_REF_PREFIX};
 use super::paths::{self, Operation, PathItem};
 
 /// Prefix of an OpenAPI v3 component reference.
@@ -30,7 +31,7 @@ fn parameter_type(name: &str) -> &'static str {
 
 /// Definition names of every kind a group-version's resources use (objects, lists, subresources).
 fn roots<'a>(
-    definitions: &'a Definitions,
+    definitions: &'a Layered<'a>,
     group: &'a str,
     version: &'a str,
     resources: &'a [ApiResource],
@@ -58,7 +59,11 @@ fn info(version: KubeVersion) -> Value {
 
 /// Builds the v2 document: every served group-version's paths and the definitions they reach.
 pub fn v2(version: KubeVersion, served: &ServedApis) -> Value {
-    let definitions = Definitions::of(version);
+    let custom = CustomDefinitions::of_served(served, Flavor::V2);
+    let definitions = &Layered {
+        builtin: Definitions::of(version),
+        custom: &custom,
+    };
     let mut all_paths = Vec::new();
     let mut names = std::collections::BTreeSet::new();
     for group in &served.groups {
@@ -95,7 +100,11 @@ pub fn v2(version: KubeVersion, served: &ServedApis) -> Value {
 
 /// Builds the v3 document of one served group-version.
 pub fn v3(version: KubeVersion, group: &str, group_version: &str, resources: &[ApiResource]) -> Value {
-    let definitions = Definitions::of(version);
+    let custom = CustomDefinitions::of_group_version(group, group_version, resources, Flavor::V3);
+    let definitions = &Layered {
+        builtin: Definitions::of(version),
+        custom: &custom,
+    };
     let names = definitions.closure(roots(definitions, group, group_version, resources));
     let mut schemas = Map::new();
     for name in &names {
@@ -368,5 +377,88 @@ mod tests {
                 .iter()
                 .any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
         );
+    }
+
+    fn with_crontabs(served: &ServedApis, schema: Value) -> ServedApis {
+        let crd = json!({"spec": {"group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": "crontabs", "kind": "CronTab"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas"}},
+                          "schema": {"openAPIV3Schema": schema}}]}});
+        served.with_custom(&crate::catalog::custom_groups_from_crds(&[crd]))
+    }
+
+    fn crontab_schema() -> Value {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "cronSpec": {"type": "string"}, "replicas": {"type": "integer"}}}}})
+    }
+
+    #[test]
+    fn custom_resources_have_their_schemas_in_both_documents() {
+        let (version, builtin) = served(36);
+        let served = with_crontabs(&builtin, crontab_schema());
+        let resources = &served
+            .group_version("stable.example.com", "v1")
+            .unwrap()
+            .resources;
+        let doc = v3(version, "stable.example.com", "v1", resources);
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let crontab = &schemas["com.example.stable.v1.CronTab"];
+        assert_eq!(
+            crontab["properties"]["spec"]["properties"]["replicas"]["type"],
+            "integer"
+        );
+        assert_eq!(
+            crontab["properties"]["metadata"]["$ref"],
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        );
+        assert!(schemas.contains_key("com.example.stable.v1.CronTabList"));
+        assert!(schemas.contains_key("io.k8s.api.autoscaling.v1.Scale"));
+        let mut found = Vec::new();
+        refs(&doc, &mut found);
+        for r in found {
+            let name = r
+                .strip_prefix(V3_REF_PREFIX)
+                .unwrap_or_else(|| panic!("v2 ref left: {r}"));
+            assert!(schemas.contains_key(name), "dangling {r}");
+        }
+        let collection = &doc["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs"];
+        assert_eq!(
+            collection["post"]["requestBody"]["content"]["*/*"]["schema"]["$ref"],
+            "#/components/schemas/com.example.stable.v1.CronTab"
+        );
+        assert_eq!(
+            collection["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/com.example.stable.v1.CronTabList"
+        );
+        let status =
+            &doc["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}/status"];
+        assert_eq!(
+            status["put"]["requestBody"]["content"]["*/*"]["schema"]["$ref"],
+            "#/components/schemas/com.example.stable.v1.CronTab"
+        );
+
+        let doc = v2(version, &served);
+        let definitions = doc["definitions"].as_object().unwrap();
+        assert_eq!(
+            definitions["com.example.stable.v1.CronTab"]["x-kubernetes-group-version-kind"],
+            json!([{"group": "stable.example.com", "kind": "CronTab", "version": "v1"}])
+        );
+        let mut found = Vec::new();
+        refs(&doc, &mut found);
+        for r in found {
+            let name = r.strip_prefix(V2_REF_PREFIX).unwrap();
+            assert!(definitions.contains_key(name), "dangling {r}");
+        }
+    }
+
+    #[test]
+    fn a_schema_change_makes_another_served_set() {
+        let (_, builtin) = served(36);
+        let before = with_crontabs(&builtin, crontab_schema());
+        let mut changed = crontab_schema();
+        changed["properties"]["spec"]["properties"]["image"] = json!({"type": "string"});
+        assert_ne!(before, with_crontabs(&builtin, changed));
+        assert_eq!(before, with_crontabs(&builtin, crontab_schema()));
     }
 }

@@ -15,6 +15,7 @@
 //! Documents are built from what the server serves (its Kubernetes minor, `--runtime-config`,
 //! `--feature-gates`), once per served API set.
 
+pub mod custom;
 pub mod definitions;
 pub mod document;
 pub mod paths;

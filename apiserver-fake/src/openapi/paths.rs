@@ -7,7 +7,7 @@
 
 use crate::catalog::{ApiResource, ApiSubresource};
 
-use super::definitions::Definitions;
+use super::definitions::Layered;
 
 /// One HTTP operation on a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +107,7 @@ fn capitalize(word: &str) -> String {
 
 /// Every path of the resources of one group-version, sorted by path.
 pub fn group_version_paths(
-    definitions: &Definitions,
+    definitions: &Layered<'_>,
     group: &str,
     version: &str,
     resources: &[ApiResource],
@@ -329,7 +329,7 @@ pub fn group_version_paths(
 }
 
 fn subresource_path(
-    definitions: &Definitions,
+    definitions: &Layered<'_>,
     group: &str,
     version: &str,
     resource: &ApiResource,
@@ -437,8 +437,12 @@ mod tests {
         let served =
             crate::catalog::ServedApis::builtin(version, &Default::default(), &Default::default()).unwrap();
         let batch = served.group_version("batch", "v1").unwrap();
-        let definitions = Definitions::of(version);
-        let paths = group_version_paths(definitions, "batch", "v1", &batch.resources);
+        let custom = crate::openapi::custom::CustomDefinitions::default();
+        let definitions = Layered {
+            builtin: crate::openapi::definitions::Definitions::of(version),
+            custom: &custom,
+        };
+        let paths = group_version_paths(&definitions, "batch", "v1", &batch.resources);
         let names: Vec<&str> = paths
             .iter()
             .map(|p| p.path.as_str())

@@ -103,6 +103,78 @@ pub fn decode(
     Ok(findings)
 }
 
+/// The definition of `metadata`.
+pub const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// The `metadata` of a custom resource (or of a resource embedded in one) as apiextensions-apiserver
+/// reads it (upstream `objectmeta.GetObjectMetaWithOptions` with `DropMalformedFields` and
+/// `ReturnUnknownFieldPaths`, then `SetObjectMeta`): fields `ObjectMeta` does not declare are dropped
+/// and returned as paths (`metadata.colour`, `spec.template.metadata.colour` with `parent`
+/// `spec.template`), and a field of the wrong type is dropped silently (upstream decodes field by
+/// field and keeps those that decode). Metadata that is not an object is dropped.
+pub fn coerce_object_meta(
+    definitions: &'static Definitions,
+    object: &mut serde_json::Map<String, Value>,
+    parent: &str,
+) -> Vec<String> {
+    let Some(metadata) = object.get_mut("metadata") else {
+        return Vec::new();
+    };
+    let Some(fields) = metadata.as_object_mut() else {
+        object.remove("metadata");
+        return Vec::new();
+    };
+    let schema = definition_schema(definitions, OBJECT_META);
+    let mut findings = Findings::default();
+    let mut walk = Walk {
+        definitions,
+        findings: &mut findings,
+    };
+    let prefix = if parent.is_empty() {
+        "metadata".to_owned()
+    } else {
+        format!("{parent}.metadata")
+    };
+    let mut malformed = Vec::new();
+    for (name, value) in fields.iter_mut() {
+        let mut path = vec![Step::Field(prefix.clone()), Step::Field(name.clone())];
+        match schema.pointer(&format!(
+            "/properties/{}",
+            name.replace('~', "~0").replace('/', "~1")
+        )) {
+            Some(property) => {
+                let mut candidate = value.clone();
+                let before = walk.findings.problems.len();
+                match walk.value(property, OBJECT_META, &mut candidate, &mut path) {
+                    Ok(()) => *value = candidate,
+                    Err(_) => {
+                        walk.findings.problems.truncate(before);
+                        malformed.push(name.clone());
+                    }
+                }
+            }
+            None => {
+                walk.findings
+                    .problems
+                    .push(format!("unknown field {:?}", display(&path)));
+                malformed.push(name.clone());
+            }
+        }
+    }
+    for name in malformed {
+        fields.remove(&name);
+    }
+    findings
+        .problems
+        .into_iter()
+        .filter_map(|p| {
+            p.strip_prefix("unknown field \"")
+                .and_then(|p| p.strip_suffix('"'))
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
 /// Duplicate keys of a JSON document, as `duplicate field "spec.paused"` messages.
 pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
     use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};

@@ -371,6 +371,7 @@ mod tests {
             subresources: vec![],
             custom: true,
             printer_columns: vec![],
+            schema: None,
         };
         assert_eq!(for_resource(&resource, v(28)), Some(Bump::NonMetadata));
         let builtin_lease = ResourceInfo {

@@ -33,6 +33,7 @@ pub mod pagination;
 pub mod patch;
 pub mod read;
 pub mod selector;
+pub mod structural;
 pub mod table;
 pub mod watch;
 pub mod write;
@@ -46,6 +47,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use mvp_core::RequestInfo;
+use serde_json::Value;
 
 use crate::catalog::KubeVersion;
 use crate::status::{GroupKind, GroupResource, Status};
@@ -89,6 +91,9 @@ pub struct ResourceInfo {
     /// Table columns after `Name` (custom resources: the CRD's `additionalPrinterColumns` or `Age`);
     /// empty for the default convertor's `Created At`.
     pub printer_columns: Vec<table::PrinterColumn>,
+    /// Custom resources: the CRD version's `openAPIV3Schema`, which prunes and validates what is
+    /// written ([`structural`]); `None` for built-ins and CRD versions without a schema.
+    pub schema: Option<Arc<Value>>,
 }
 
 impl ResourceInfo {
@@ -179,6 +184,7 @@ impl ResourceCatalog for crate::catalog::ServedApis {
             // Decided in `handle` from the store: the catalog does not mark CRD-backed resources.
             custom: false,
             printer_columns: Vec::new(),
+            schema: None,
         })
     }
 
@@ -401,6 +407,8 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         {
             resource.custom = true;
             resource.printer_columns = table::PrinterColumn::for_crd_version(&definition, &resource.version);
+            resource.schema =
+                crate::catalog::crd_version_schema(&definition, &resource.version).map(Arc::new);
         }
     }
     let (parts, body) = req.into_parts();

@@ -23,6 +23,7 @@ use super::object::{
 };
 use super::patch::{self, PatchType};
 use super::read::render_object;
+use super::structural;
 use super::{RestRequest, read_body};
 use crate::status::{Status, StatusCause};
 use crate::store::{ObjectKey, StoreError, resource_version};
@@ -56,7 +57,7 @@ fn validate_fields(
 ) -> Result<Vec<String>, Status> {
     let directive = FieldValidation::from_query(req.query.get("fieldValidation"), options_kind)?;
     if req.resource.custom {
-        return Ok(Vec::new());
+        return validate_custom_fields(req, object, source, directive);
     }
     let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
     let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
@@ -77,19 +78,69 @@ fn validate_fields(
     }
 }
 
+/// [`validate_fields`] of a custom resource, by its CRD version's structural schema ([`structural`]):
+/// duplicate JSON fields, then the unknown fields pruning and metadata coercion dropped, make the strict
+/// decoding error or warnings (upstream's `schemaCoercingDecoder`); then schema validation refuses
+/// wrong types and missing required fields with a 422, as the registry's strategy does. Without a
+/// schema nothing is pruned.
+fn validate_custom_fields(
+    req: &RestRequest<'_>,
+    object: &mut Value,
+    source: BodySource<'_>,
+    directive: FieldValidation,
+) -> Result<Vec<String>, Status> {
+    let Some(schema) = req.resource.schema.clone() else {
+        return Ok(Vec::new());
+    };
+    let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
+    let mut findings = field_validation::Findings::default();
+    let prefix = match source {
+        BodySource::Object(raw) => {
+            if let Some(raw) = raw {
+                findings.problems.extend(field_validation::duplicate_fields(raw));
+            }
+            field_validation::kind_prefix(&req.resource.kind, &req.resource.version)
+        }
+        BodySource::Patched => String::new(),
+    };
+    findings.problems.extend(
+        structural::coerce(definitions, &schema, object)
+            .into_iter()
+            .map(|path| format!("unknown field \"{path}\"")),
+    );
+    let warnings = findings.enforce(directive, &prefix)?;
+    let causes = structural::validate(&schema, object);
+    if !causes.is_empty() {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(&req.info.name);
+        return Err(Status::invalid(&req.resource.group_kind(), name, causes));
+    }
+    Ok(warnings)
+}
+
 /// Server-side apply converts the applied configuration to the kind's schema before anything else, and
 /// a field the kind does not declare fails that conversion whatever `fieldValidation` says (upstream's
 /// `failed to create typed patch object (<ns>/<name>; <group>/<version>, Kind=<kind>): .spec.foo: field
 /// not declared in schema`, a 500 without reason).
+///
+/// A custom resource's applied configuration is checked against its CRD version's structural schema
+/// (the type converter upstream builds from it): what pruning would drop is not declared.
 fn check_applied_fields(req: &RestRequest<'_>, body: &[u8]) -> Result<(), Status> {
-    if req.resource.custom {
+    let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
+    let definition = if req.resource.custom {
+        None
+    } else {
+        match definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind) {
+            Some(definition) => Some(definition),
+            None => return Ok(()),
+        }
+    };
+    if req.resource.custom && req.resource.schema.is_none() {
         return Ok(());
     }
-    let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
-    let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
-    else {
-        return Ok(());
-    };
     // An unparsable body gets the patch's own error later.
     let Ok(mut applied) = super::negotiation::decode_yaml(body) else {
         return Ok(());
@@ -117,7 +168,18 @@ fn check_applied_fields(req: &RestRequest<'_>, body: &[u8]) -> Result<(), Status
             format!("failed to create typed patch object ({object}): {detail}"),
         )
     };
-    let findings = field_validation::decode(definitions, definition, &mut applied).map_err(failure)?;
+    let findings = match (definition, &req.resource.schema) {
+        (Some(definition), _) => {
+            field_validation::decode(definitions, definition, &mut applied).map_err(failure)?
+        }
+        (None, Some(schema)) => field_validation::Findings {
+            problems: structural::coerce(definitions, schema, &mut applied)
+                .into_iter()
+                .map(|path| format!("unknown field \"{path}\""))
+                .collect(),
+        },
+        (None, None) => return Ok(()),
+    };
     match findings.problems.first() {
         Some(problem) => {
             let path = problem

@@ -225,6 +225,7 @@ pub(crate) mod test_support {
             subresources: Vec::new(),
             custom: false,
             printer_columns: Vec::new(),
+            schema: None,
         }
     }
 

@@ -423,6 +423,7 @@ mod tests {
             subresources: Vec::new(),
             custom,
             printer_columns: Vec::new(),
+            schema: None,
         }
     }
 
