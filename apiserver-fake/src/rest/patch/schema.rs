@@ -165,7 +165,7 @@ impl PatchSchema {
 }
 
 impl Field {
-    /// The list-or-element of a list: no declaration of its own, only the schema of its value.
+    /// A value with no field declaration of its own (the root object, a list element): only its schema.
     pub fn element(schema: PatchSchema) -> Self {
         Self {
             declared: None,
