@@ -532,6 +532,75 @@ async fn patch_types() {
 }
 
 #[tokio::test]
+async fn strategic_merge_and_apply_follow_the_schema() {
+    const PODS: &str = "/api/v1/namespaces/default/pods";
+    let api = Api::new();
+    let created = api
+        .post(
+            PODS,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+                   "spec": {"containers": [
+                       {"name": "app", "image": "app:1", "ports": [{"containerPort": 80}]},
+                       {"name": "side", "image": "side:1"}
+                   ], "tolerations": [{"key": "a", "operator": "Exists"}]}}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let uri = format!("{PODS}/web");
+    let smp = api
+        .patch(
+            &uri,
+            "application/strategic-merge-patch+json",
+            r#"{"spec":{
+                "containers":[{"name":"app","image":"app:2"},{"name":"new","image":"new:1"}],
+                "tolerations":[{"key":"b","operator":"Exists"}]}}"#,
+        )
+        .await;
+    assert_eq!(smp.status, StatusCode::OK, "{}", smp.text);
+    let spec = &smp.json()["spec"];
+    let names: Vec<&str> = spec["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    // Merged by name, the new container before the server's remaining one (upstream's order).
+    assert_eq!(names, ["app", "new", "side"]);
+    assert_eq!(spec["containers"][0]["ports"][0]["containerPort"], 80);
+    // tolerations have no patch strategy: replaced.
+    assert_eq!(spec["tolerations"], json!([{"key": "b", "operator": "Exists"}]));
+    let keyless = api
+        .patch(
+            &uri,
+            "application/strategic-merge-patch+json",
+            r#"{"spec":{"containers":[{"image":"x"}]}}"#,
+        )
+        .await;
+    assert_eq!(keyless.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        keyless.json()["message"],
+        "map: map[image:x] does not contain declared merge key: name"
+    );
+    // Server-side apply: containers keyed by name, ports by containerPort and (defaulted) protocol.
+    let applied = api
+        .patch(
+            &format!("{uri}?fieldManager=test&force=true"),
+            "application/apply-patch+yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    \
+             ports:\n    - containerPort: 80\n      name: http\n",
+        )
+        .await;
+    assert_eq!(applied.status, StatusCode::OK, "{}", applied.text);
+    let containers = &applied.json()["spec"]["containers"];
+    assert_eq!(containers.as_array().map(Vec::len), Some(3));
+    assert_eq!(containers[0]["image"], "app:2");
+    assert_eq!(
+        containers[0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP", "name": "http"}])
+    );
+}
+
+#[tokio::test]
 async fn custom_resources_reject_strategic_merge_and_return_deleted_objects() {
     let api = Api::new();
     let uri = "/apis/example.com/v1/namespaces/default/widgets";

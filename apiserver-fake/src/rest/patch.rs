@@ -4,18 +4,27 @@
 //!   400, one that does not apply 422 (upstream's generic "the server rejected our request ..." Status).
 //! * `application/merge-patch+json`: RFC 7386.
 //! * `application/strategic-merge-patch+json` (built-in resources only; custom resources answer 415 as
-//!   upstream): a merge patch whose object lists merge by their Kubernetes merge key (`name` for
-//!   containers, volumes, env, ...; `type` for conditions; `containerPort`/`port` for ports; `mountPath`
-//!   for volume mounts; `uid` for ownerReferences), `finalizers` merge as a set, `$patch: delete|replace`
-//!   is honoured, and the other `$` directives kubectl sends (`$setElementOrder/...`, `$retainKeys`,
-//!   `$deleteFromPrimitiveList/...`) are applied or dropped. Without Go's struct tags this is a
-//!   documented approximation of upstream's schema-driven merge.
+//!   upstream): upstream's strategic merge ([`strategic`]), driven by the kind's OpenAPI schema as
+//!   upstream is by the Go struct tags the schema publishes: a list merges only when its field has the
+//!   `merge` patch strategy (objects by `x-kubernetes-patch-merge-key`, scalars as a set), any other list
+//!   is replaced; objects and maps merge key by key (unless the strategy is `replace`); `null` deletes;
+//!   `$patch: delete|replace`, `$retainKeys`, `$setElementOrder/<field>` and
+//!   `$deleteFromPrimitiveList/<field>` are honoured, with upstream's errors and element order.
 //! * `application/apply-patch+yaml` (server-side apply): the applied configuration is merged over the
-//!   live object like a strategic merge patch without deletions, and creates the object when absent;
-//!   `fieldManager` is required. Field ownership, conflicts and the removal of fields a manager stops
-//!   applying are the write path's ([`super::managed_fields`]).
+//!   live object as structured-merge-diff merges ([`structured`]): associative lists
+//!   (`x-kubernetes-list-type: map`) by their `x-kubernetes-list-map-keys`, sets as sets, atomic lists
+//!   and atomic maps replaced; custom resources (whose CRD schemas are not available here) merge their
+//!   objects and replace their lists. Apply creates the object when absent; `fieldManager` is required.
+//!   Field ownership, conflicts and the removal of fields a manager stops applying are the write path's
+//!   ([`super::managed_fields`]).
 
-use serde_json::{Map, Value};
+mod schema;
+mod strategic;
+mod structured;
+
+pub use schema::PatchSchema;
+
+use serde_json::Value;
 
 use crate::status::{GroupKind, Status, StatusCause};
 
@@ -67,8 +76,13 @@ fn parse_json(body: &[u8]) -> Result<Value, Status> {
     serde_json::from_slice(body).map_err(|e| Status::bad_request(e.to_string()))
 }
 
-/// Applies a patch of `patch_type` to `original`.
-pub fn apply(patch_type: PatchType, original: &Value, body: &[u8]) -> Result<Value, Status> {
+/// Applies a patch of `patch_type` to `original`, an object of the kind `schema` describes.
+pub fn apply(
+    patch_type: PatchType,
+    original: &Value,
+    body: &[u8],
+    schema: PatchSchema,
+) -> Result<Value, Status> {
     match patch_type {
         PatchType::Json => {
             let patch: json_patch::Patch =
@@ -85,153 +99,19 @@ pub fn apply(patch_type: PatchType, original: &Value, body: &[u8]) -> Result<Val
         }
         PatchType::StrategicMerge => {
             let patch = parse_json(body)?;
-            if !patch.is_object() {
+            let Value::Object(patch) = patch else {
                 return Err(Status::bad_request(
                     "unable to find api field in struct for the patch",
                 ));
-            }
-            Ok(strategic_merge(original, &patch, true))
+            };
+            Ok(strategic::strategic_merge(original, &patch, schema)?)
         }
         PatchType::Apply => {
             let applied = crate::rest::negotiation::decode_yaml(body)?;
             let applied = crate::rest::negotiation::require_object(applied)?;
-            Ok(strategic_merge(original, &applied, false))
+            Ok(structured::structured_merge(original, &applied, schema)?)
         }
     }
-}
-
-/// The merge key of the list under `field`, given its elements (Kubernetes' `patchMergeKey` tags).
-fn merge_key(field: &str, elements: &[Value]) -> Option<&'static str> {
-    let has = |key: &str| elements.iter().all(|e| e.get(key).is_some()) && !elements.is_empty();
-    match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets"
-        | "resourceClaims" => Some("name"),
-        "conditions" => Some("type"),
-        "volumeMounts" => Some("mountPath"),
-        "volumeDevices" => Some("devicePath"),
-        "ownerReferences" => Some("uid"),
-        "hostAliases" => Some("ip"),
-        "ports" if has("containerPort") => Some("containerPort"),
-        "ports" if has("port") => Some("port"),
-        _ => None,
-    }
-}
-
-/// Lists of scalars that merge as sets.
-fn is_primitive_set(field: &str) -> bool {
-    matches!(field, "finalizers")
-}
-
-/// Strategic merge of `patch` into `original`. `deletions`: whether `null` and `$patch: delete` remove
-/// (false for apply, whose configuration only sets fields).
-pub fn strategic_merge(original: &Value, patch: &Value, deletions: bool) -> Value {
-    let Value::Object(patch_map) = patch else {
-        return patch.clone();
-    };
-    match patch_map.get("$patch").and_then(Value::as_str) {
-        Some("replace") => {
-            let mut replaced = patch_map.clone();
-            replaced.remove("$patch");
-            return Value::Object(replaced);
-        }
-        Some("delete") if deletions => return Value::Null,
-        _ => {}
-    }
-    let mut result: Map<String, Value> = original.as_object().cloned().unwrap_or_default();
-    // Lists of scalars may carry `$deleteFromPrimitiveList/<field>` directives.
-    for (key, value) in patch_map {
-        if let Some(target) = key.strip_prefix("$deleteFromPrimitiveList/")
-            && let (Some(Value::Array(items)), Value::Array(remove)) = (result.get_mut(target), value)
-        {
-            items.retain(|item| !remove.contains(item));
-        }
-    }
-    for (key, value) in patch_map {
-        if key.starts_with('$') {
-            continue;
-        }
-        match value {
-            Value::Null if deletions => {
-                result.remove(key);
-            }
-            Value::Object(_) => {
-                let merged = strategic_merge(result.get(key).unwrap_or(&Value::Null), value, deletions);
-                if merged.is_null() {
-                    result.remove(key);
-                } else {
-                    result.insert(key.clone(), merged);
-                }
-            }
-            Value::Array(patch_items) => {
-                let merged = match result.get(key) {
-                    Some(Value::Array(original_items)) => {
-                        merge_list(key, original_items, patch_items, deletions)
-                    }
-                    _ => Value::Array(
-                        patch_items
-                            .iter()
-                            .filter(|i| i.get("$patch").is_none())
-                            .cloned()
-                            .collect(),
-                    ),
-                };
-                result.insert(key.clone(), merged);
-            }
-            other => {
-                result.insert(key.clone(), other.clone());
-            }
-        }
-    }
-    Value::Object(result)
-}
-
-fn merge_list(field: &str, original: &[Value], patch: &[Value], deletions: bool) -> Value {
-    if is_primitive_set(field) {
-        let mut merged = original.to_vec();
-        for item in patch {
-            if !merged.contains(item) {
-                merged.push(item.clone());
-            }
-        }
-        return Value::Array(merged);
-    }
-    let Some(key) = merge_key(field, patch).or_else(|| merge_key(field, original)) else {
-        return Value::Array(patch.to_vec());
-    };
-    if patch
-        .iter()
-        .any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace") && p.get(key).is_none())
-    {
-        return Value::Array(
-            patch
-                .iter()
-                .filter(|p| p.get("$patch").is_none())
-                .cloned()
-                .collect(),
-        );
-    }
-    let mut merged: Vec<Value> = original.to_vec();
-    for item in patch {
-        let id = item.get(key);
-        let position = id.and_then(|id| merged.iter().position(|m| m.get(key) == Some(id)));
-        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-        match (position, delete) {
-            (Some(i), true) if deletions => {
-                merged.remove(i);
-            }
-            (_, true) => {}
-            (Some(i), false) => {
-                merged[i] = strategic_merge(&merged[i], item, deletions);
-            }
-            (None, false) => merged.push(strategic_merge(&Value::Null, item, deletions)),
-        }
-    }
-    Value::Array(merged)
 }
 
 /// Server-side apply requires `?fieldManager=` (upstream's validation of PatchOptions).
@@ -254,6 +134,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::catalog::KubeVersion;
+    use crate::openapi::definitions::Definitions;
+
+    /// `super::apply` for an apps/v1 Deployment of Kubernetes 1.36.
+    fn apply(patch_type: PatchType, original: &Value, body: &[u8]) -> Result<Value, Status> {
+        let definitions = Definitions::of(KubeVersion { major: 1, minor: 36 });
+        let schema = PatchSchema::of_kind(definitions, "apps", "v1", "Deployment");
+        super::apply(patch_type, original, body, schema)
+    }
 
     fn deployment() -> Value {
         json!({
@@ -328,9 +217,10 @@ mod tests {
         assert_eq!(containers.as_array().unwrap().len(), 3);
         assert_eq!(containers[0]["image"], "app:2");
         assert_eq!(containers[0]["env"][0]["name"], "A", "nested fields survive");
-        assert_eq!(containers[1]["name"], "side");
-        assert_eq!(containers[2]["name"], "new");
-        assert_eq!(patched["metadata"]["finalizers"], json!(["x", "z"]));
+        // Upstream's mergeSortedSlice: the patch's new elements precede the server's remaining ones.
+        assert_eq!(containers[1]["name"], "new");
+        assert_eq!(containers[2]["name"], "side");
+        assert_eq!(patched["metadata"]["finalizers"], json!(["z", "x"]));
     }
 
     #[test]

@@ -226,6 +226,16 @@ fn field_schema(req: &RestRequest<'_>) -> managed_fields::Schema {
     )
 }
 
+/// The kind's schema for patches (one that knows nothing for custom resources).
+fn patch_schema(req: &RestRequest<'_>) -> patch::PatchSchema {
+    patch::PatchSchema::of_kind(
+        crate::openapi::definitions::Definitions::of(req.ctx.binary_version),
+        &req.resource.group,
+        &req.resource.version,
+        &req.resource.kind,
+    )
+}
+
 /// Records an `Update` from `current` (`None`: a create) to `next` in `next`'s managedFields. The entries
 /// start from those the client sent, or the stored ones when it sent none (upstream keeps them then).
 fn record_update(req: &RestRequest<'_>, current: Option<&Value>, next: &mut Value) {
@@ -669,7 +679,12 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
                 if patch_type == PatchType::Apply && req.info.subresource.is_empty() =>
             {
                 // Server-side apply creates what does not exist.
-                let mut applied_object = patch::apply(patch_type, &Value::Object(Default::default()), &body)?;
+                let mut applied_object = patch::apply(
+                    patch_type,
+                    &Value::Object(Default::default()),
+                    &body,
+                    patch_schema(req),
+                )?;
                 check_type_meta(&applied_object, &req.resource.api_version(), &req.resource.kind)?;
                 check_update_name(&mut applied_object, &req.info.name, req.namespace.as_deref())?;
                 let configuration = applied.as_ref().unwrap_or(&Value::Null);
@@ -681,7 +696,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         };
         let current_rv = resource_version(&current);
         let presented = req.present(current.clone());
-        let mut patched = patch::apply(patch_type, &presented, &body)?;
+        let mut patched = patch::apply(patch_type, &presented, &body, patch_schema(req))?;
         if !patched.is_object() {
             return Err(Status::bad_request("the patch result is not a JSON object"));
         }
