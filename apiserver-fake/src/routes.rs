@@ -2,9 +2,9 @@
 //! authentication → authorization → request info → request deadline → (the MVP filter) → local
 //! routing (health, `/version`, `/metrics`, discovery, resources) → storage.
 //!
-//! Like kube-apiserver, the MVP filter sits after authentication and authorization (docs/mvp-behaviour.md
-//! §1.1), so 401 and 403 are always answered by the server the client talked to, and in front of local
-//! routing, so it sees every resource request before the router would answer 404.
+//! Like kube-apiserver, the MVP filter sits after authentication and authorization
+//! (docs/mvp-behaviour.md §1.1), so 401 and 403 are always answered by the server the client talked to,
+//! and in front of local routing, so it sees every resource request before the router would answer 404.
 
 use std::convert::Infallible;
 use std::sync::Arc;
