@@ -2,7 +2,7 @@
 //!
 //! [`ServerFlags`] is what a user types; [`ServerFlags::validate`] turns it into [`ServerOptions`], the
 //! checked configuration a [`crate::server`] starts from. Validation messages copy kube-apiserver's where it
-//! has one (spec §1.1), so scripts written against the real server read the same errors.
+//! has one (docs/mvp-behaviour.md §1.1), so scripts written against the real server read the same errors.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -235,21 +235,21 @@ pub enum ConfigError {
         /// Why it was rejected.
         reason: String,
     },
-    /// A peer flag was set while the proxy's feature gate is off (spec §1.1).
+    /// A peer flag was set while the proxy's feature gate is off (docs/mvp-behaviour.md §1.1).
     #[error("--{flag} requires UnknownVersionInteroperabilityProxy feature to be turned on")]
     PeerFlagWithoutGate {
         /// The peer flag that was set.
         flag: &'static str,
     },
-    /// Alpha (StorageVersion-era) MVP also needs the StorageVersionAPI gate (spec §1.1).
+    /// Alpha (StorageVersion-era) MVP also needs the StorageVersionAPI gate (docs/mvp-behaviour.md §1.1).
     #[error(
         "UnknownVersionInteroperabilityProxy feature requires StorageVersionAPI feature flag to be enabled"
     )]
     ProxyNeedsStorageVersionApi,
-    /// The peer proxy was requested without a proxy client certificate (spec §1.1).
+    /// The peer proxy was requested without a proxy client certificate (docs/mvp-behaviour.md §1.1).
     #[error("error building peer proxy handler, proxy-cert-file not specified")]
     ProxyCertMissing,
-    /// The peer proxy was requested without a proxy client key (spec §1.1).
+    /// The peer proxy was requested without a proxy client key (docs/mvp-behaviour.md §1.1).
     #[error("error building peer proxy handler, proxy-key-file not specified")]
     ProxyKeyMissing,
     /// Serving needs a certificate and a key.
@@ -395,7 +395,7 @@ impl ServerFlags {
                 });
             }
         } else if self.peer_ca_file.is_some() {
-            // Alpha (StorageVersion era, before 1.33) needs StorageVersionAPI (spec §1.1).
+            // Alpha (StorageVersion era, before 1.33) needs StorageVersionAPI (docs/mvp-behaviour.md §1.1).
             let storage_version_mode = match self.peer_resolution_mode {
                 Some(mode) => mode == PeerResolutionModeFlag::StorageVersion,
                 None => emulated_version.minor < 33,
@@ -501,13 +501,14 @@ impl ServerOptions {
             .enabled(MVP_FEATURE_GATE, self.emulated_version)
     }
 
-    /// Whether the peer proxy filter is installed: the gate is on and `--peer-ca-file` is set (spec §1.1).
+    /// Whether the peer proxy filter is installed: the gate is on and `--peer-ca-file` is set
+    /// (docs/mvp-behaviour.md §1.1).
     pub fn peer_proxy_enabled(&self) -> bool {
         self.mvp_gate_enabled() && self.flags.peer_ca_file.is_some()
     }
 
-    /// The address peers use to reach this server (spec §2.4): `--peer-advertise-ip:port` only when both
-    /// are set, else the advertise address (or bind address) and the serving port.
+    /// The address peers use to reach this server (docs/mvp-behaviour.md §2.4): `--peer-advertise-ip:port`
+    /// only when both are set, else the advertise address (or bind address) and the serving port.
     pub fn peer_address(&self, serving_port: u16) -> std::net::SocketAddr {
         if let (Some(ip), Some(port)) = (self.flags.peer_advertise_ip, self.flags.peer_advertise_port) {
             return (ip, port).into();

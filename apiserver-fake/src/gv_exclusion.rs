@@ -1,4 +1,4 @@
-//! Group-version exclusion (spec §2.3, checklist 37; upstream's `GVExclusionManager`, 1.36).
+//! Group-version exclusion (docs/mvp-behaviour.md §2.3, checklist 37; upstream's `GVExclusionManager`, 1.36).
 //!
 //! The proxy's local discovery cache is refreshed only every 30 minutes and peers' discovery only on
 //! identity lease events, so both can be stale about CRDs and aggregated APIServices: a CRD created since

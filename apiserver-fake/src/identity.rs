@@ -1,4 +1,5 @@
-//! Server identity: the server ID every peer knows this server by, and its identity lease (spec §2.2).
+//! Server identity: the server ID every peer knows this server by, and its identity lease
+//! (docs/mvp-behaviour.md §2.2).
 //!
 //! The ID is derived from the hostname exactly as kube-apiserver derives it, so a fake started with
 //! `--hostname test-server-a` has the same ID (and lease name) as an upstream integration-test server.
@@ -13,7 +14,7 @@ pub const IDENTITY_LEASE_LABEL: &str = "apiserver.kubernetes.io/identity";
 pub const IDENTITY_LEASE_COMPONENT: &str = "kube-apiserver";
 /// Label carrying the host name.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-/// Informational annotation with the peer address (never read by the proxy, spec §2.2).
+/// Informational annotation with the peer address (never read by the proxy, docs/mvp-behaviour.md §2.2).
 pub const PEER_ADVERTISE_ADDRESS_ANNOTATION: &str = "kubernetes.io/peer-advertise-address";
 /// Namespace of identity leases.
 pub const IDENTITY_LEASE_NAMESPACE: &str = "kube-system";

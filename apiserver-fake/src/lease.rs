@@ -1,5 +1,5 @@
-//! The identity lease controller (spec §2.2): publishes and renews this server's identity lease in
-//! `kube-system`, and marks the server ready once the lease exists.
+//! The identity lease controller (docs/mvp-behaviour.md §2.2): publishes and renews this server's identity
+//! lease in `kube-system`, and marks the server ready once the lease exists.
 //!
 //! From 1.35 kube-apiserver also deletes a stale lease of its own name at startup (a previous run that
 //! crashed) and its own lease on graceful shutdown, so peers forget it at once (PR #134514).

@@ -1,5 +1,5 @@
-//! The identity lease garbage collector (spec §2.2, §9): every kube-apiserver periodically deletes the
-//! expired kube-apiserver identity leases in `kube-system`, i.e. those whose `renewTime +
+//! The identity lease garbage collector (docs/mvp-behaviour.md §2.2, §9): every kube-apiserver periodically
+//! deletes the expired kube-apiserver identity leases in `kube-system`, i.e. those whose `renewTime +
 //! leaseDurationSeconds` lies in the past, or that lack either field.
 //!
 //! This is how a crashed server is eventually forgotten: its lease disappears, the peers' discovery caches

@@ -1,5 +1,5 @@
-//! Peer-aggregated `/apis` discovery (KEP-4020 beta, spec §1.5, §7.1): what a 1.35+ server with the
-//! Mixed Version Proxy answers to the default aggregated `v2` Accept — its own groups merged with
+//! Peer-aggregated `/apis` discovery (KEP-4020 beta, docs/mvp-behaviour.md §1.5, §7.1): what a 1.35+ server
+//! with the Mixed Version Proxy answers to the default aggregated `v2` Accept — its own groups merged with
 //! every peer's (upstream `aggregated/peer_aggregated_handler.go`).
 //!
 //! [`PeerAggregatedDiscoveryHandler`] implements the discovery module's

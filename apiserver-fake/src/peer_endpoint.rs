@@ -1,4 +1,4 @@
-//! Peer endpoint records (spec §2.4, decisions §4): where peers reach this server.
+//! Peer endpoint records (docs/mvp-behaviour.md §2.4, docs/decisions.md §4): where peers reach this server.
 //!
 //! Like kube-apiserver's peer endpoint lease reconciler, each server writes a core/v1 `Endpoints`-shaped
 //! record under `/peerserverleases/<serverID>` in the store's *internal* keyspace, with a 15 s TTL

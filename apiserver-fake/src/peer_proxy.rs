@@ -5,8 +5,8 @@
 //! - local capability: the server's own served APIs (Discovery mode) or StorageVersion objects
 //!   (StorageVersion mode, upstream alpha);
 //! - peer capability: StorageVersion objects, or the peers' discovery, re-fetched when an identity lease
-//!   is added, deleted or changes holder (not on renewals, spec §2.3);
-//! - peer addresses: the peer endpoint records of the store's internal keyspace (spec §2.4).
+//!   is added, deleted or changes holder (not on renewals, docs/mvp-behaviour.md §2.3);
+//! - peer addresses: the peer endpoint records of the store's internal keyspace (docs/mvp-behaviour.md §2.4).
 //!
 //! Like upstream, the filter is installed only when the gate is on and `--peer-ca-file` is set.
 
@@ -396,9 +396,9 @@ async fn run_storage_version_informer(
     .await;
 }
 
-/// Discovery mode, local side: the local discovery cache is a snapshot of what this server serves, taken
-/// at startup and then every `--local-discovery-refresh-seconds` (upstream: 30 min, spec §1.4). CRDs and
-/// aggregated APIs that appear in between are kept local by [`crate::gv_exclusion`].
+/// Discovery mode, local side: the local discovery cache is a snapshot of what this server serves, taken at
+/// startup and then every `--local-discovery-refresh-seconds` (upstream: 30 min, docs/mvp-behaviour.md §1.4).
+/// CRDs and aggregated APIs that appear in between are kept local by [`crate::gv_exclusion`].
 async fn run_local_discovery(
     state: Arc<ServerState>,
     local: Arc<LocalDiscoveryCache>,
@@ -417,7 +417,7 @@ async fn run_local_discovery(
 }
 
 /// Discovery mode, peer side: the lease informer publishes the valid peer IDs when an identity lease
-/// is added, deleted or changes holder (a restart), but not on renewals (spec §2.3).
+/// is added, deleted or changes holder (a restart), but not on renewals (docs/mvp-behaviour.md §2.3).
 async fn run_identity_lease_informer(
     state: Arc<ServerState>,
     peer_ids: watch::Sender<PeerIds>,

@@ -2,9 +2,9 @@
 //! authentication → authorization → request info → request deadline → (the MVP filter) → local
 //! routing (health, `/version`, `/metrics`, discovery, resources) → storage.
 //!
-//! Like kube-apiserver, the MVP filter sits after authentication and authorization (spec §1.1), so 401 and
-//! 403 are always answered by the server the client talked to, and in front of local routing, so it sees
-//! every resource request before the router would answer 404.
+//! Like kube-apiserver, the MVP filter sits after authentication and authorization
+//! (docs/mvp-behaviour.md §1.1), so 401 and 403 are always answered by the server the client talked to,
+//! and in front of local routing, so it sees every resource request before the router would answer 404.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -36,7 +36,7 @@ const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 /// kube-apiserver's audit ID header.
 const AUDIT_ID_HEADER: &str = "audit-id";
 
-/// Header the MVP adds to proxied requests (spec §3.1).
+/// Header the MVP adds to proxied requests (docs/mvp-behaviour.md §3.1).
 const PEER_PROXIED_HEADER: &str = "x-kubernetes-peer-proxied";
 
 /// Builds the chain for one server; `mvp` is the peer proxy filter when it is installed.

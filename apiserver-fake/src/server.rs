@@ -231,8 +231,8 @@ impl ServerState {
             .is_none_or(crate::peer_proxy::ProxyReadiness::has_synced)
     }
 
-    /// Records the installed peer proxy's resolver and makes `/readyz` wait for its readiness
-    /// check, as upstream's `unknown-version-proxy-filter` post-start hook does (spec §1.3 step 4).
+    /// Records the installed peer proxy's resolver and makes `/readyz` wait for its readiness check, as
+    /// upstream's `unknown-version-proxy-filter` post-start hook does (docs/mvp-behaviour.md §1.3 step 4).
     pub fn set_proxy(
         &self,
         resolver: Arc<dyn mvp_core::PeerResolver>,
@@ -292,8 +292,8 @@ impl RunningServer {
         true
     }
 
-    /// Graceful shutdown: stop accepting, delete the own identity lease (1.35+, spec §2.2), close
-    /// connections (open watches are cut after a short grace period).
+    /// Graceful shutdown: stop accepting, delete the own identity lease (1.35+, docs/mvp-behaviour.md §2.2),
+    /// close connections (open watches are cut after a short grace period).
     pub async fn shutdown(mut self) {
         self.state.ready.store(false, Ordering::Release);
         if self.state.options.mvp_gate_enabled() {

@@ -1,5 +1,5 @@
 //! StorageVersion objects (`internal.apiserver.k8s.io/v1alpha1`), which the alpha proxy reads to learn
-//! which server serves which group/version/resource (spec §2.1).
+//! which server serves which group/version/resource (docs/mvp-behaviour.md §2.1).
 //!
 //! With the `StorageVersionAPI` gate on, every server records, for each resource it stores, one entry
 //! `{apiServerID, encodingVersion, decodableVersions, servedVersions}` in the object named

@@ -1,10 +1,10 @@
 //! The StorageVersion garbage collector: kube-controller-manager's `storageversiongc` controller, run by
 //! the fake because the fake plays the whole control plane.
 //!
-//! A StorageVersion entry whose `apiServerID` has no kube-apiserver identity lease belongs to a server
-//! that is gone; the collector removes it (and deletes the object when no entry remains). In
-//! StorageVersion mode this is what lets the proxy stop choosing a crashed peer: until its entries go,
-//! the alpha filter answers 503 for its resources once its address has expired (spec §2.1, §8 item 2).
+//! A StorageVersion entry whose `apiServerID` has no kube-apiserver identity lease belongs to a server that
+//! is gone; the collector removes it (and deletes the object when no entry remains). In StorageVersion mode
+//! this is what lets the proxy stop choosing a crashed peer: until its entries go, the alpha filter answers
+//! 503 for its resources once its address has expired (docs/mvp-behaviour.md §2.1, §8 item 2).
 //!
 //! Upstream reacts to identity lease deletions and to StorageVersion changes; the fake does the same (a
 //! full pass on every change of either) plus a periodic pass, and re-reads a lease before acting on its

@@ -1,4 +1,5 @@
-//! The loop-prevention header `x-kubernetes-peer-proxied` (checklist items 5 and 7, decisions §3).
+//! The loop-prevention header `x-kubernetes-peer-proxied` (docs/mvp-behaviour.md checklist items 5 and 7,
+//! docs/decisions.md §3).
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! The filter's decision procedure (spec §1.3), as a pure function of the request and the
+//! The filter's decision procedure (docs/mvp-behaviour.md §1.3), as a pure function of the request and the
 //! seams of [`crate::resolve`]. No I/O: the outcome is then carried out by the service.
 
 use http::HeaderMap;
@@ -7,17 +7,17 @@ use crate::gvr::GroupVersionResource;
 use crate::request_info::RequestInfo;
 use crate::resolve::{LocalServedResources, PeerChooser, PeerEndpoints, PeerResolver, is_valid_host_port};
 
-/// The loop-prevention header real servers send and check (spec §3.1).
+/// The loop-prevention header real servers send and check (docs/mvp-behaviour.md §3.1).
 pub const PEER_PROXIED_HEADER: &str = "x-kubernetes-peer-proxied";
 /// The header name used by the KEP text; honoured on receipt so that no pairing of
-/// implementations can loop (decisions §3). Never sent.
+/// implementations can loop (docs/decisions.md §3). Never sent.
 pub const REROUTED_HEADER: &str = "x-kubernetes-apiserver-rerouted";
 
-/// Which upstream generation's peer-resolution semantics to apply (decisions §2).
+/// Which upstream generation's peer-resolution semantics to apply (docs/decisions.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PeerResolutionMode {
     /// Upstream alpha (v1.28–v1.32), capability from StorageVersion objects. Quirk kept on
-    /// purpose (spec §2.1): if *any* capable peer's address cannot be resolved, the request
+    /// purpose (docs/mvp-behaviour.md §2.1): if *any* capable peer's address cannot be resolved, the request
     /// fails with 503 even when another peer resolved fine.
     StorageVersion,
     /// Upstream v1.33+ (beta in v1.36), capability from discovery. Peers whose address cannot
@@ -84,7 +84,7 @@ pub struct DecisionInputs<'a> {
     pub chooser: &'a dyn PeerChooser,
 }
 
-/// Runs spec §1.3 steps 2–9 for a request whose RequestInfo is known.
+/// Runs docs/mvp-behaviour.md §1.3 steps 2–9 for a request whose RequestInfo is known.
 pub fn decide(info: &RequestInfo, headers: &HeaderMap, inputs: DecisionInputs<'_>) -> Decision {
     if !info.is_resource_request {
         return Decision::Local(LocalReason::NonResourceRequest);
@@ -121,9 +121,9 @@ pub fn decide_for_gvr(gvr: &GroupVersionResource, inputs: DecisionInputs<'_>) ->
         }
     }
     let fail = match inputs.mode {
-        // Alpha: any unresolvable peer fails the request (spec §2.1, checklist 11).
+        // Alpha: any unresolvable peer fails the request (docs/mvp-behaviour.md §2.1, checklist 11).
         PeerResolutionMode::StorageVersion => !unresolved.is_empty(),
-        // Beta: only when none resolves (checklist 12).
+        // Beta: only when none resolves (docs/mvp-behaviour.md checklist 12).
         PeerResolutionMode::Discovery => resolved.is_empty(),
     };
     if fail {
@@ -288,7 +288,7 @@ mod tests {
             ),
             local
         );
-        // Only the first value counts, and it must be exactly "true" (spec §3.1).
+        // Only the first value counts, and it must be exactly "true" (docs/mvp-behaviour.md §3.1).
         for headers in [
             &[
                 ("x-kubernetes-peer-proxied", "TRUE"),

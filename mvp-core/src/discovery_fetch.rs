@@ -1,4 +1,4 @@
-//! Fetching peers' discovery and rebuilding the [`PeerDiscoveryCache`] (spec §2.3). I/O.
+//! Fetching peers' discovery and rebuilding the [`PeerDiscoveryCache`] (docs/mvp-behaviour.md §2.3). I/O.
 //!
 //! Each sync is a full rebuild: for every valid peer, resolve its address, `GET /api` then
 //! `/apis` through the proxy path (as `system:apiserver`, Accept nopeer,v2,v1), and keep the

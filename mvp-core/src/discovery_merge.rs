@@ -1,4 +1,4 @@
-//! Peer-aggregated discovery (KEP-4020 beta, spec §7.1): merging this server's aggregated
+//! Peer-aggregated discovery (KEP-4020 beta, docs/mvp-behaviour.md §7.1): merging this server's aggregated
 //! `/apis` groups with its peers' into the one list a client sees by default.
 //!
 //! A faithful port of upstream's `peerAggregatedDiscoveryHandler.mergeResources`

@@ -1,4 +1,4 @@
-//! Building the request sent to a peer (spec §3.2) and cleaning the peer's response.
+//! Building the request sent to a peer (docs/mvp-behaviour.md §3.2) and cleaning the peer's response.
 //!
 //! Pure rewriting, no I/O: target URL (`https://<peer>` + path + query re-encoded with
 //! sorted keys, as Go's `url.Values.Encode`), hop-by-hop headers, identity headers
@@ -385,7 +385,7 @@ mod tests {
         assert_eq!(h["accept"], "application/json");
         assert_eq!(h["x-remote-user"], "alice");
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.9");
-        // Appended, not set: the client's value stays first (spec §3.1).
+        // Appended, not set: the client's value stays first (docs/mvp-behaviour.md §3.1).
         assert_eq!(
             h.get_all("x-kubernetes-peer-proxied").iter().collect::<Vec<_>>(),
             ["TRUE", "true"]

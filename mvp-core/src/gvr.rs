@@ -1,6 +1,6 @@
 //! `GroupVersionResource`: the key the Mixed Version Proxy routes on.
 //!
-//! Upstream (spec §1.3 step 5) routes a resource request by its parent resource only: the
+//! Upstream (docs/mvp-behaviour.md §1.3 step 5) routes a resource request by its parent resource only: the
 //! verb and the subresource are ignored, so `pods/status` and `pods` share one key.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The filter's Prometheus metrics (spec §6), registered in a caller-provided registry.
+//! The filter's Prometheus metrics (docs/mvp-behaviour.md §6), registered in a caller-provided registry.
 //!
 //! Help texts are upstream's, with the `[ALPHA] ` prefix component-base adds to alpha metrics.
 

@@ -1,4 +1,4 @@
-//! Beta (v1.33+) peer capability from discovery (spec §1.4, §2.3): the local discovery
+//! Beta (v1.33+) peer capability from discovery (docs/mvp-behaviour.md §1.4, §2.3): the local discovery
 //! cache, the peer discovery cache, and the resolver that reads both.
 //!
 //! Pure data structures; fetching peers' discovery documents is in
@@ -52,7 +52,7 @@ pub fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
 
 /// Whether a Lease (JSON) is a valid *peer* identity lease for the server `own_id`: it has
 /// the identity label, is not this server's own lease, and has a `spec.holderIdentity`.
-/// Expiry is deliberately not checked (spec §2.3, checklist 35).
+/// Expiry is deliberately not checked (docs/mvp-behaviour.md §2.3, checklist 35).
 pub fn is_valid_peer_identity_lease(lease: &Value, own_id: &str) -> bool {
     let (key, value) = IDENTITY_LEASE_LABEL;
     let labelled = lease
@@ -92,7 +92,7 @@ impl PeerDiscoveryEntry {
                     .pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                // The core group is proxied but never peer-aggregated (spec §1.5).
+                // The core group is proxied but never peer-aggregated (docs/mvp-behaviour.md §1.5).
                 if !name.is_empty() && seen.insert(name.to_owned()) {
                     entry.groups.push(group.clone());
                 }

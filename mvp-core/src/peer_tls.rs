@@ -1,4 +1,4 @@
-//! TLS material for talking to peers (spec §5): trust `--peer-ca-file`, present the
+//! TLS material for talking to peers (docs/mvp-behaviour.md §5): trust `--peer-ca-file`, present the
 //! front-proxy client certificate (`--proxy-client-cert-file`/`--proxy-client-key-file`),
 //! and verify the peer's serving certificate for `kubernetes.default.svc`, whatever address
 //! was dialed.

@@ -1,7 +1,7 @@
 //! Carrying out a proxy decision: send the request to the chosen peer and relay its answer.
 //!
 //! The peer's response (any status, headers minus hop-by-hop, streamed body) is relayed
-//! unchanged; a transport failure becomes Go's plain-text 503 (spec §4). Both count in
+//! unchanged; a transport failure becomes Go's plain-text 503 (docs/mvp-behaviour.md §4). Both count in
 //! `apiserver_rerouted_request_total`.
 
 use bytes::Bytes;

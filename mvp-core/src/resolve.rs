@@ -14,13 +14,13 @@
 
 use crate::gvr::GroupVersionResource;
 
-/// Whether this server serves a GVR itself (spec §1.4).
+/// Whether this server serves a GVR itself (docs/mvp-behaviour.md §1.4).
 pub trait LocalServedResources: Send + Sync + 'static {
     /// `true` when the request for `gvr` must be handled by the local handler.
     fn serves_locally(&self, gvr: &GroupVersionResource) -> bool;
 }
 
-/// Which peers serve a GVR (spec §2).
+/// Which peers serve a GVR (docs/mvp-behaviour.md §2).
 pub trait PeerResolver: Send + Sync + 'static {
     /// IDs of the *other* servers able to serve `gvr` (never this server's own ID), in any
     /// order. Empty when no peer serves it; the request then falls through to the local
@@ -28,13 +28,13 @@ pub trait PeerResolver: Send + Sync + 'static {
     fn peers_serving(&self, gvr: &GroupVersionResource) -> Vec<String>;
 
     /// Whether the caches behind this resolver have finished their initial sync. Until they
-    /// have, every request is served locally (spec §1.3 step 4).
+    /// have, every request is served locally (docs/mvp-behaviour.md §1.3 step 4).
     fn has_synced(&self) -> bool {
         true
     }
 }
 
-/// Where peers can be reached (upstream's peer endpoint leases, spec §2.4).
+/// Where peers can be reached (upstream's peer endpoint leases, docs/mvp-behaviour.md §2.4).
 pub trait PeerEndpoints: Send + Sync + 'static {
     /// The `host:port` of the server `server_id`, or `None` when it is unknown. A value that
     /// is not a valid `host:port` is treated as unresolvable, as upstream's

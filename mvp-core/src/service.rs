@@ -1,6 +1,6 @@
 //! `Mvp<S>`: the Mixed Version Proxy filter as a tower [`Service`].
 //!
-//! Per request (spec §1.3): take the [`RequestInfo`] from the extensions or derive it (a
+//! Per request (docs/mvp-behaviour.md §1.3): take the [`RequestInfo`] from the extensions or derive it (a
 //! failure is upstream's 500), decide ([`crate::decision::decide`]), then either call the
 //! inner service, answer the 503 Status, or proxy to the chosen peer. The service's error
 //! type is the inner service's: proxy failures become responses, never transport errors.
@@ -140,7 +140,7 @@ where
                     .and_then(RequestInfo::group_version_resource);
                 let Some(user) = req.extensions().get::<UserInfo>().cloned() else {
                     // Upstream cannot build the auth round tripper without a user, logs, and
-                    // writes nothing: Go then sends an empty 200 (spec §4).
+                    // writes nothing: Go then sends an empty 200 (docs/mvp-behaviour.md §4).
                     tracing::error!(
                         "failed to build proxy round tripper: no user details present in request"
                     );

@@ -1,4 +1,4 @@
-//! The error responses the filter writes itself, byte for byte as upstream (spec §4).
+//! The error responses the filter writes itself, byte for byte as upstream (docs/mvp-behaviour.md §4).
 //!
 //! Two shapes on purpose: address resolution failures are a JSON `Status` (via
 //! `responsewriters.ErrorNegotiated`), transport failures are Go's plain-text `http.Error`.
@@ -9,7 +9,7 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 /// The message of the 503 Status written when capable peers exist but none has a usable
-/// address (spec §4).
+/// address (docs/mvp-behaviour.md §4).
 pub const ENDPOINT_RESOLUTION_MESSAGE: &str =
     "Error getting ip and port info of the remote server while proxying";
 

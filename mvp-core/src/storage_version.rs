@@ -1,10 +1,10 @@
 //! Alpha (v1.28–v1.32) peer capability from `internal.apiserver.k8s.io/v1alpha1`
-//! StorageVersion objects (spec §2.1).
+//! StorageVersion objects (docs/mvp-behaviour.md §2.1).
 //!
 //! Object name `<group>.<resource>` (split on the last `.`; the core group is written `core`),
 //! `status.storageVersions[].apiServerID` and `.servedVersions[]` (a `group/version` value
 //! keeps the part after `/`). A GVR with no StorageVersion data is served locally
-//! (checklist 30).
+//! (docs/mvp-behaviour.md checklist 30).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};

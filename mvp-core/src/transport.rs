@@ -156,11 +156,11 @@ fn replayable_copy(req: &Request<PeerRequestBody>) -> Option<Request<PeerRequest
 
 /// A failure to get a response from a peer (connect, TLS, protocol).
 ///
-/// Its `Display` is the body of the plain-text 503 (spec §4), where upstream writes Go's error
-/// text: for the failures an operator meets (refused or timed-out dial, unknown CA, wrong name,
-/// TLS alert from the peer, peer gone) it is Go's wording, e.g. `dial tcp 10.0.0.2:6443: connect:
-/// connection refused` or `tls: failed to verify certificate: x509: certificate signed by unknown
-/// authority`; anything else is the whole Rust source chain, like Go's wrapped errors.
+/// Its `Display` is the body of the plain-text 503 (docs/mvp-behaviour.md §4), where upstream writes Go's
+/// error text: for the failures an operator meets (refused or timed-out dial, unknown CA, wrong name, TLS
+/// alert from the peer, peer gone) it is Go's wording, e.g. `dial tcp 10.0.0.2:6443: connect: connection
+/// refused` or `tls: failed to verify certificate: x509: certificate signed by unknown authority`; anything
+/// else is the whole Rust source chain, like Go's wrapped errors.
 #[derive(Clone, Debug)]
 pub struct TransportError {
     error: Arc<hyper_util::client::legacy::Error>,

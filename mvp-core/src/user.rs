@@ -1,7 +1,7 @@
 //! `UserInfo`: the authenticated caller of a request.
 //!
 //! The server's authenticators put a [`UserInfo`] into the request extensions; the MVP layer
-//! reads it from there and forwards it to the peer as `X-Remote-*` headers (spec §3.2),
+//! reads it from there and forwards it to the peer as `X-Remote-*` headers (docs/mvp-behaviour.md §3.2),
 //! exactly as kube-apiserver's `user.Info` travels in the request context.
 
 use std::collections::BTreeMap;
@@ -36,7 +36,7 @@ impl UserInfo {
     }
 
     /// The identity kube-apiserver uses when it fetches discovery from its peers
-    /// (spec §2.3): user and UID `system:apiserver`, group `system:authenticated`.
+    /// (docs/mvp-behaviour.md §2.3): user and UID `system:apiserver`, group `system:authenticated`.
     pub fn apiserver() -> Self {
         Self {
             name: APISERVER_USER.to_owned(),

@@ -45,7 +45,7 @@ use aggregated::{AggregatedVersion, ApiGroupDiscoveryList};
 /// Installed by the server when the Mixed Version Proxy merges peers' discovery (gate
 /// `UnknownVersionInteroperabilityProxy` on and a peer CA configured). It is consulted only for
 /// `GET /apis` negotiating aggregated `v2` without `profile=nopeer`; `nopeer`, `v2beta1`, `/api` and
-/// every unaggregated document stay local (spec §1.5, §7.2).
+/// every unaggregated document stay local (docs/mvp-behaviour.md §1.5, §7.2).
 pub trait PeerAggregatedDiscovery: Send + Sync {
     /// The merged document for this server, given its local one; `None` serves the local one.
     fn merged_apis(&self, local: &ApiGroupDiscoveryList) -> Option<ApiGroupDiscoveryList>;

@@ -1,5 +1,5 @@
 //! The cluster's "etcd": one store of API objects shared by every fake server of a process, as real
-//! kube-apiservers share etcd (decisions §4).
+//! kube-apiservers share etcd (docs/decisions.md §4).
 //!
 //! The [`Store`] trait is object-safe and async (every method returns a boxed future), so a real etcd
 //! backend can replace [`MemoryStore`] without touching the REST handlers. Its semantics are etcd3's as
@@ -17,7 +17,7 @@
 //!   than the retained history fails with [`StoreError::Expired`] (HTTP 410).
 //!
 //! Beside the API objects there is an *internal keyspace* with TTLs, used for peer endpoint records
-//! (spec §2.4). It is not reachable through the HTTP API.
+//! (docs/mvp-behaviour.md §2.4). It is not reachable through the HTTP API.
 
 mod memory;
 
