@@ -57,7 +57,8 @@ fn info(
     }
 }
 
-/// batch/v1 jobs, v1 configmaps/namespaces/pods, coordination.k8s.io/v1 leases, example.com/v1 widgets
+/// batch/v1 jobs, apps/v1 deployments (with scale), v1 configmaps/namespaces/pods, coordination.k8s.io/v1
+/// leases, example.com/v1 widgets
 /// (custom), CRDs, and a create-only
 /// authentication.k8s.io/v1 tokenreviews.
 struct Catalog;
@@ -73,6 +74,17 @@ impl ResourceCatalog for Catalog {
                 "configmaps" => Some(info("", "ConfigMap", "configmaps", true, false, false)),
                 "pods" => Some(info("", "Pod", "pods", true, true, false)),
                 "namespaces" => Some(info("", "Namespace", "namespaces", false, true, false)),
+                _ => None,
+            },
+            ("apps", "v1") => match resource {
+                "deployments" => {
+                    let mut r = info("apps", "Deployment", "deployments", true, true, false);
+                    r.subresources.push(SubresourceInfo {
+                        name: "scale".into(),
+                        verbs: vec!["get".into(), "patch".into(), "update".into()],
+                    });
+                    Some(r)
+                }
                 _ => None,
             },
             ("coordination.k8s.io", "v1") => match resource {
@@ -126,6 +138,7 @@ impl ResourceCatalog for Catalog {
             StorageResource::new("", "configmaps"),
             StorageResource::new("", "pods"),
             StorageResource::new("coordination.k8s.io", "leases"),
+            StorageResource::new("apps", "deployments"),
             StorageResource::new("example.com", "widgets"),
         ]
     }
@@ -1286,4 +1299,62 @@ async fn malformed_read_parameters_get_upstreams_answers() {
             "{path}"
         );
     }
+}
+
+#[tokio::test]
+async fn scale_subresource_reads_and_writes_the_parents_replicas() {
+    const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+    let api = Api::new();
+    let deployment = json!({"metadata": {"name": "web"}, "spec": {"replicas": 2,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}});
+    assert_eq!(
+        api.post(DEPLOYMENTS, deployment).await.status,
+        StatusCode::CREATED
+    );
+    let scale = api.get(&format!("{DEPLOYMENTS}/web/scale")).await.json();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"]["selector"], "app=web");
+
+    let patched = api
+        .patch(
+            &format!("{DEPLOYMENTS}/web/scale?fieldManager=scaler"),
+            "application/merge-patch+json",
+            r#"{"spec":{"replicas":5}}"#,
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.text);
+    assert_eq!(patched.json()["spec"]["replicas"], 5);
+    let parent = api.get(&format!("{DEPLOYMENTS}/web")).await.json();
+    assert_eq!(parent["spec"]["replicas"], 5);
+    assert_eq!(
+        parent["metadata"]["generation"], 2,
+        "a spec change bumps the generation"
+    );
+    let scaler = parent["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "scaler")
+        .cloned()
+        .unwrap();
+    assert_eq!(scaler["subresource"], "scale");
+    assert_eq!(scaler["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+
+    let mut stale = scale.clone();
+    stale["spec"]["replicas"] = json!(1);
+    assert_eq!(
+        api.put(&format!("{DEPLOYMENTS}/web/scale"), stale).await.status,
+        StatusCode::CONFLICT
+    );
+    let mut negative = patched.json();
+    negative["spec"]["replicas"] = json!(-1);
+    let refused = api.put(&format!("{DEPLOYMENTS}/web/scale"), negative).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        refused.json()["message"],
+        "Scale.autoscaling \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+    );
 }

@@ -32,6 +32,7 @@ pub mod object;
 pub mod pagination;
 pub mod patch;
 pub mod read;
+pub mod scale;
 pub mod selector;
 pub mod structural;
 pub mod table;
@@ -432,6 +433,7 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         format,
     };
     let result = match info.verb.as_str() {
+        _ if scale::serves(&request) => scale::handle(&request, body).await,
         "get" => read::get(&request).await,
         "list" => read::list(&request).await,
         "watch" => watch::watch(&request).await,
@@ -480,8 +482,9 @@ fn check_route(info: &RequestInfo, resource: &ResourceInfo) -> Result<(), Status
         if !sub.verbs.iter().any(|v| v == verb) {
             return Err(Status::route_method_not_allowed());
         }
-        if sub.name != "status" {
-            // The fake implements only the generic status subresource.
+        let builtin_scale = sub.name == "scale" && !resource.custom;
+        if sub.name != "status" && !builtin_scale {
+            // The fake implements the generic status subresource and the workloads' scale.
             let gr = GroupResource::new(&resource.group, format!("{}/{}", resource.resource, sub.name));
             return Err(Status::method_not_supported(&gr, verb));
         }

@@ -238,7 +238,7 @@ fn patch_schema(req: &RestRequest<'_>) -> patch::PatchSchema {
 
 /// Records an `Update` from `current` (`None`: a create) to `next` in `next`'s managedFields. The entries
 /// start from those the client sent, or the stored ones when it sent none (upstream keeps them then).
-fn record_update(req: &RestRequest<'_>, current: Option<&Value>, next: &mut Value) {
+pub(super) fn record_update(req: &RestRequest<'_>, current: Option<&Value>, next: &mut Value) {
     let entries = if next.pointer("/metadata/managedFields").is_some() {
         managed_fields::read(next)
     } else {
