@@ -1358,3 +1358,22 @@ async fn scale_subresource_reads_and_writes_the_parents_replicas() {
         "Scale.autoscaling \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
     );
 }
+
+#[tokio::test]
+async fn an_empty_namespace_segment_lists_everywhere_but_names_nothing() {
+    let api = Api::new();
+    assert_eq!(api.post(JOBS, job("a")).await.status, StatusCode::CREATED);
+    // go-restful matches `{namespace}` = "": a list spans every namespace.
+    let list = api.get("/apis/batch/v1/namespaces//jobs").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.text);
+    assert_eq!(list.json()["items"][0]["metadata"]["name"], "a");
+    // Anything that needs an object key gets the store's 400.
+    for reply in [
+        api.get("/apis/batch/v1/namespaces//jobs/a").await,
+        api.delete("/apis/batch/v1/namespaces//jobs/a").await,
+        api.post("/apis/batch/v1/namespaces//jobs", job("b")).await,
+    ] {
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text);
+        assert_eq!(reply.json()["message"], "Namespace parameter required.");
+    }
+}

@@ -418,7 +418,9 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         Ok(format) => format,
         Err(status) => return status.into_response(),
     };
-    if let Err(status) = check_route(info, &resource) {
+    // `/namespaces//jobs/x`: a namespace segment that is there but empty (see `check_route`).
+    let empty_namespace_segment = parts.uri.path().contains("/namespaces//");
+    if let Err(status) = check_route(info, &resource, empty_namespace_segment) {
         return format.error(status);
     }
     // `namespaces` are cluster-scoped; RequestInfo reports their name as the namespace too.
@@ -448,8 +450,14 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
 }
 
 /// Mirrors the routes upstream's installer registers for a resource: which paths exist (scope, name,
-/// subresource) and which verbs each path takes.
-fn check_route(info: &RequestInfo, resource: &ResourceInfo) -> Result<(), Status> {
+/// subresource) and which verbs each path takes. An empty namespace segment matches the namespaced
+/// routes (go-restful takes `{namespace}` = ""): listing then spans every namespace, while anything that
+/// needs an object key gets the store's 400 `Namespace parameter required.` (`NamespaceKeyFunc`).
+fn check_route(
+    info: &RequestInfo,
+    resource: &ResourceInfo,
+    empty_namespace_segment: bool,
+) -> Result<(), Status> {
     let verb = info.verb.as_str();
     let is_namespaces = resource.group.is_empty() && resource.resource == "namespaces";
     if !resource.namespaced && !info.namespace.is_empty() && !is_namespaces {
@@ -457,6 +465,13 @@ fn check_route(info: &RequestInfo, resource: &ResourceInfo) -> Result<(), Status
         return Err(Status::route_not_found());
     }
     let named = !info.name.is_empty() && !matches!(verb, "list" | "watch" | "deletecollection");
+    if resource.namespaced
+        && info.namespace.is_empty()
+        && empty_namespace_segment
+        && (named || verb == "create")
+    {
+        return Err(Status::bad_request("Namespace parameter required."));
+    }
     if resource.namespaced && info.namespace.is_empty() {
         // Only list and watch exist across namespaces (/apis/batch/v1/jobs).
         if named {
