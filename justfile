@@ -36,6 +36,10 @@ fmt:
 clippy:
     cargo clippy --workspace --all-targets -- -D warnings
 
+# Every fuzz target for SECONDS each (cargo fuzz on the stable toolchain; installs cargo-fuzz if missing).
+fuzz SECONDS="10":
+    fuzz/run {{SECONDS}}
+
 # What CI runs.
 ci:
     .ci/run

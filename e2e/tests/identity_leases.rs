@@ -154,9 +154,19 @@ async fn sync_barrier(cluster: &TestCluster, name: &str) {
 /// a and b lack batch/v1; c serves it but writes its lease only once (renew interval one hour), so the
 /// test controls which lease b sees for c.
 async fn c_with_a_lease_under_test_control() -> TestCluster {
+    // No server renews its lease during a test: every identity lease change (a renewal too) makes the
+    // proxies re-sync, which would race the assertions about what they hold between changes.
     ClusterBuilder::new()
-        .server("a", |s| s.version("1.36").runtime_config("batch/v1=false"))
-        .server("b", |s| s.version("1.36").runtime_config("batch/v1=false"))
+        .server("a", |s| {
+            s.version("1.36")
+                .runtime_config("batch/v1=false")
+                .identity_lease_renew_interval(Duration::from_secs(3600))
+        })
+        .server("b", |s| {
+            s.version("1.36")
+                .runtime_config("batch/v1=false")
+                .identity_lease_renew_interval(Duration::from_secs(3600))
+        })
         .server("c", |s| {
             s.version("1.36")
                 .identity_lease_renew_interval(Duration::from_secs(3600))
