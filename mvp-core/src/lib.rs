@@ -86,6 +86,11 @@ mod x509_name;
 #[cfg(test)]
 mod test_pki;
 
+/// The README's examples, compiled as doctests so that they stay in step with the crate.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use body::{BoxError, MvpBody};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};
 pub use discovery_fetch::PeerDiscoverySync;
