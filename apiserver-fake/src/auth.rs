@@ -17,6 +17,7 @@ use mvp_core::requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig};
 use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
+use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
 /// The group every authenticated user belongs to.
@@ -133,7 +134,7 @@ pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, AuthS
         path: path.to_owned(),
         source,
     })?;
-    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut pem.as_slice())
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| AuthSetupError::BadCa {
             path: path.to_owned(),

@@ -20,6 +20,8 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use mvp_core::UserInfo;
 use rustls::ServerConfig;
+use rustls_pki_types::PrivateKeyDer;
+use rustls_pki_types::pem::{self, PemObject};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -580,9 +582,12 @@ fn server_tls_config(options: &ServerOptions) -> Result<ServerConfig, ServerErro
     let chain = read_pem_certs(cert_file)?;
     let key_pem = std::fs::read(key_file)
         .map_err(|e| ServerError::ServingCert(format!("failed to read {}: {e}", key_file.display())))?;
-    let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
-        .map_err(|e| ServerError::ServingCert(format!("{}: {e}", key_file.display())))?
-        .ok_or_else(|| ServerError::ServingCert(format!("{}: no private key found", key_file.display())))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        ServerError::ServingCert(match e {
+            pem::Error::NoItemsFound => format!("{}: no private key found", key_file.display()),
+            e => format!("{}: {e}", key_file.display()),
+        })
+    })?;
 
     // As kube-apiserver (`tls.RequestClientCert`): ask for a client certificate, naming the client
     // CAs as hints, but verify nothing in the handshake beyond the client's proof that it holds the

@@ -4,19 +4,7 @@ mod support;
 
 use std::process::Command;
 
-use support::{cluster, member};
-
-fn kubectl_available() -> bool {
-    let found = Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: kubectl is not on PATH (install it with `apt-get install -y kubectl`)");
-    }
-    found
-}
+use support::{cluster, kubectl_available, member};
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new("kubectl")
@@ -120,5 +108,20 @@ async fn kubectl_creates_lists_and_deletes_jobs_through_the_server_without_batch
             .iter()
             .any(|r| r.peer_proxied && r.method == "DELETE" && r.user.name == "admin"),
         "{proxied:?}"
+    );
+}
+
+#[test]
+fn kubectl_client_version_reads_vendor_minor_versions_and_rejects_other_output() {
+    let json = br#"{"clientVersion": {"major": "1", "minor": "32+", "gitVersion": "v1.32.4-x"}}"#;
+    assert_eq!(support::kubectl_client_version(json), Some((1, 32)));
+    assert_eq!(
+        support::kubectl_client_version(br#"{"clientVersion": {"major": "1", "minor": "20"}}"#),
+        Some((1, 20))
+    );
+    assert_eq!(support::kubectl_client_version(b"Client Version: v1.32.4"), None);
+    assert_eq!(
+        support::kubectl_client_version(br#"{"clientVersion": {"major": "1", "minor": "+"}}"#),
+        None
     );
 }

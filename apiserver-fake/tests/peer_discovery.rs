@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use http::{Method, StatusCode, header};
 use serde_json::Value;
-use support::{JOBS, TestClient, cluster, eventually, member, wait_for_proxy};
+use support::{JOBS, TestClient, cluster, eventually, kubectl_available, member, wait_for_proxy};
 
 const V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 const V2_NOPEER: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer";
@@ -291,17 +291,6 @@ async fn merged_document_of_a_135_and_136_pair() {
     assert_eq!(new_merged, old_merged);
     assert_eq!(new_merged, new_local);
     cluster.shutdown().await;
-}
-
-fn kubectl_available() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: kubectl is not on PATH");
-    }
-    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

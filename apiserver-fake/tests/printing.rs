@@ -9,17 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use support::demo::{Demo, server};
-
-fn kubectl_available() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: kubectl is not on PATH (install it with `apt-get install -y kubectl`)");
-    }
-    found
-}
+use support::kubectl_available;
 
 /// Runs `kubectl args…` with `kubeconfig`; its stdout, after asserting it succeeded.
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {

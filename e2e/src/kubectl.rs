@@ -1,8 +1,9 @@
 //! Running the real kubectl against a fixture server.
 //!
 //! kubectl is optional: [`Kubectl::find`] returns `None` (and prints why the test is skipped) when it is
-//! not installed. Every run gets the server's admin kubeconfig and a discovery cache inside the cluster's
-//! temporary directory, so runs never share state with the user's `~/.kube` and leave no files behind.
+//! not installed or older than 1.[`MIN_KUBECTL_MINOR`]. Every run gets the server's admin kubeconfig
+//! and a discovery cache inside the cluster's temporary directory, so runs never share state with the
+//! user's `~/.kube` and leave no files behind.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -36,29 +37,57 @@ pub struct KubectlOutput {
     pub stderr: String,
 }
 
+/// The oldest kubectl minor version (of major version 1) the kubectl tests are written for.
+pub const MIN_KUBECTL_MINOR: u32 = 28;
+
+/// The `(major, minor)` client version in the output of `kubectl version --client -o json`.
+///
+/// Vendor builds append to the minor version (`"32+"`); only its leading digits count. `None` when
+/// the output is not such a document.
+pub fn client_version(json: &[u8]) -> Option<(u32, u32)> {
+    fn number(value: &serde_json::Value) -> Option<u32> {
+        let text = value.as_str()?;
+        let end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        text[..end].parse().ok()
+    }
+    let document: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let client = document.get("clientVersion")?;
+    Some((number(client.get("major")?)?, number(client.get("minor")?)?))
+}
+
 impl Kubectl {
-    /// The kubectl binary on `PATH` (or `$KUBECTL`), or `None` after printing that kubectl tests are
-    /// skipped and why.
+    /// The kubectl binary on `PATH` (or `$KUBECTL`) if it is at least 1.[`MIN_KUBECTL_MINOR`], or
+    /// `None` after printing that kubectl tests are skipped and why.
     pub fn find() -> Option<PathBuf> {
         let candidate = std::env::var_os("KUBECTL")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("kubectl"));
-        let works = std::process::Command::new(&candidate)
-            .args(["version", "--client"])
-            .stdout(Stdio::null())
+        let output = std::process::Command::new(&candidate)
+            .args(["version", "--client", "-o", "json"])
+            .stdin(Stdio::null())
             .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if works {
-            Some(candidate)
-        } else {
-            eprintln!(
-                "skipped: kubectl is not installed ({} did not run); install kubectl >= 1.28 \
-                 (e.g. `apt-get install -y kubectl`) or point $KUBECTL at one to run this test",
+            .output();
+        let why = match output {
+            Ok(output) if output.status.success() => match client_version(&output.stdout) {
+                Some(version) if version >= (1, MIN_KUBECTL_MINOR) => return Some(candidate),
+                Some((major, minor)) => format!("{} is kubectl {major}.{minor}", candidate.display()),
+                None => format!("{} printed no client version", candidate.display()),
+            },
+            Ok(output) => format!(
+                "`{} version --client` failed ({})",
+                candidate.display(),
+                output.status
+            ),
+            Err(e) => format!(
+                "kubectl is not installed ({} did not run: {e})",
                 candidate.display()
-            );
-            None
-        }
+            ),
+        };
+        eprintln!(
+            "skipped: {why}; this test needs kubectl >= 1.{MIN_KUBECTL_MINOR}: install one or point \
+             $KUBECTL at one to run it"
+        );
+        None
     }
 
     /// kubectl `binary` using `kubeconfig`, caching discovery under `scratch_dir`.
@@ -137,5 +166,40 @@ impl Kubectl {
         }
         let _ = child.kill().await;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_version_reads_vendor_minor_versions() {
+        let json = br#"{"clientVersion": {"major": "1", "minor": "32+", "gitVersion": "v1.32.4-x"},
+                        "kustomizeVersion": "v5.5.0"}"#;
+        assert_eq!(client_version(json), Some((1, 32)));
+        assert_eq!(
+            client_version(br#"{"clientVersion": {"major": "1", "minor": "20"}}"#),
+            Some((1, 20))
+        );
+    }
+
+    #[test]
+    fn client_version_rejects_other_documents() {
+        for json in [
+            &b"Client Version: v1.32.4"[..],
+            br#"{"serverVersion": {"major": "1", "minor": "32"}}"#,
+            br#"{"clientVersion": {"major": "1", "minor": "+"}}"#,
+            br#"{"clientVersion": {"major": 1, "minor": 32}}"#,
+        ] {
+            assert_eq!(client_version(json), None, "{}", String::from_utf8_lossy(json));
+        }
+    }
+
+    #[test]
+    fn old_versions_are_below_the_minimum() {
+        assert!((1, 20) < (1, MIN_KUBECTL_MINOR));
+        assert!((1, 28) >= (1, MIN_KUBECTL_MINOR));
+        assert!((2, 0) >= (1, MIN_KUBECTL_MINOR));
     }
 }

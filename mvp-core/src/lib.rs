@@ -81,9 +81,15 @@ pub mod status;
 pub mod storage_version;
 pub mod transport;
 pub mod user;
+mod x509_name;
 
 #[cfg(test)]
 mod test_pki;
+
+/// The README's examples, compiled as doctests so that they stay in step with the crate.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub use body::{BoxError, MvpBody};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};

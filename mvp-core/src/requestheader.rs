@@ -326,15 +326,10 @@ fn header_names(names: &[String]) -> Result<Vec<HeaderName>, RequestHeaderError>
 
 /// The subject CN of a certificate; like Go's `pkix.Name`, the last CN attribute wins.
 pub(crate) fn common_name(cert: &CertificateDer<'_>) -> Result<String, RequestHeaderError> {
-    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+    let parsed = webpki::EndEntityCert::try_from(cert)
         .map_err(|e| RequestHeaderError::ParseCertificate(e.to_string()))?;
-    Ok(parsed
-        .subject()
-        .iter_common_name()
-        .filter_map(|cn| cn.as_str().ok())
-        .last()
-        .unwrap_or_default()
-        .to_owned())
+    crate::x509_name::common_name(parsed.subject())
+        .ok_or_else(|| RequestHeaderError::ParseCertificate("malformed subject name".to_owned()))
 }
 
 #[cfg(test)]
@@ -423,6 +418,19 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "x509: subject with cn=misty is not in the allowed list"
+        );
+    }
+
+    #[test]
+    fn common_name_reads_real_certificates_and_rejects_garbage() {
+        let pki = TestPki::new();
+        let chain = pki.cluster_client_chain("kubernetes-admin");
+        assert_eq!(common_name(&chain[0]).unwrap(), "kubernetes-admin");
+        let err = common_name(&CertificateDer::from(vec![0x30, 0x03, 0x02, 0x01])).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("x509: failed to parse client certificate: "),
+            "{err}"
         );
     }
 

@@ -20,6 +20,43 @@ use serde_json::Value;
 
 pub type Https = hyper_rustls::HttpsConnector<HttpConnector>;
 
+/// The oldest kubectl minor version (of major version 1) the kubectl tests are written for.
+pub const MIN_KUBECTL_MINOR: u32 = 28;
+
+/// Whether `kubectl` on `PATH` is at least 1.[`MIN_KUBECTL_MINOR`]; if not, prints why the calling
+/// test is skipped.
+pub fn kubectl_available() -> bool {
+    let output = std::process::Command::new("kubectl")
+        .args(["version", "--client", "-o", "json"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let why = match output {
+        Ok(output) if output.status.success() => match kubectl_client_version(&output.stdout) {
+            Some(version) if version >= (1, MIN_KUBECTL_MINOR) => return true,
+            Some((major, minor)) => format!("kubectl on PATH is {major}.{minor}"),
+            None => "kubectl on PATH printed no client version".to_owned(),
+        },
+        Ok(output) => format!("`kubectl version --client` failed ({})", output.status),
+        Err(e) => format!("kubectl is not on PATH ({e})"),
+    };
+    eprintln!("skipped: {why}; this test needs kubectl >= 1.{MIN_KUBECTL_MINOR} on PATH");
+    false
+}
+
+/// The `(major, minor)` client version in `kubectl version --client -o json` output; a vendor
+/// suffix on the minor version (`"32+"`) is ignored.
+pub fn kubectl_client_version(json: &[u8]) -> Option<(u32, u32)> {
+    fn number(value: &Value) -> Option<u32> {
+        let text = value.as_str()?;
+        let end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        text[..end].parse().ok()
+    }
+    let document: Value = serde_json::from_slice(json).ok()?;
+    let client = document.get("clientVersion")?;
+    Some((number(client.get("major")?)?, number(client.get("minor")?)?))
+}
+
 /// A member on 127.0.0.`octet` with extra flags.
 pub fn member(name: &str, octet: u8, version: &str, flags: &[&str]) -> MemberSpec {
     MemberSpec {
