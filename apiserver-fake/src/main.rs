@@ -58,7 +58,14 @@ fn main() -> ExitCode {
     if let Err(err) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!(error = %err, "could not raise the open-files limit");
     }
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Large worker stacks (reserved, touched only as deep as a request goes): a JSON body may nest
+    // 10,000 levels as upstream allows, and every pass over it (decoding, validation, merging,
+    // encoding, dropping) recurses that deep. See `rest::negotiation::parse_json`.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(apiserver_fake::rest::negotiation::DEEP_BODY_STACK_BYTES)
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: failed to start the async runtime: {e}");

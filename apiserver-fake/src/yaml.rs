@@ -10,7 +10,8 @@
 
 use serde_json::Value;
 
-/// The deepest nesting of mappings and sequences a YAML document may have (JSON bodies: the same).
+/// The deepest nesting of mappings and sequences a YAML document may have (JSON bodies may nest
+/// 10,000 levels, as upstream's: `rest::negotiation::MAX_JSON_DEPTH`).
 pub const MAX_DEPTH: usize = 128;
 
 /// The stack decoding gets, whatever thread it runs on.

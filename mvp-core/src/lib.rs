@@ -81,7 +81,6 @@ pub mod status;
 pub mod storage_version;
 pub mod transport;
 pub mod user;
-mod x509_name;
 
 #[cfg(test)]
 mod test_pki;

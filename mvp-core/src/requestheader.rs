@@ -326,10 +326,15 @@ fn header_names(names: &[String]) -> Result<Vec<HeaderName>, RequestHeaderError>
 
 /// The subject CN of a certificate; like Go's `pkix.Name`, the last CN attribute wins.
 pub(crate) fn common_name(cert: &CertificateDer<'_>) -> Result<String, RequestHeaderError> {
-    let parsed = webpki::EndEntityCert::try_from(cert)
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
         .map_err(|e| RequestHeaderError::ParseCertificate(e.to_string()))?;
-    crate::x509_name::common_name(parsed.subject())
-        .ok_or_else(|| RequestHeaderError::ParseCertificate("malformed subject name".to_owned()))
+    Ok(parsed
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok())
+        .last()
+        .unwrap_or_default()
+        .to_owned())
 }
 
 #[cfg(test)]

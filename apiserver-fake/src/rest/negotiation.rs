@@ -207,7 +207,7 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], custom_resource: bool) -> R
         BUILTIN_BODY_MEDIA_TYPES
     };
     let value = match content_type(headers).as_deref() {
-        Some("application/json") => serde_json::from_slice::<Value>(body)
+        Some("application/json") => parse_json(body)
             .map_err(|e| Status::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         Some("application/yaml") => decode_yaml(body)?,
         Some("application/vnd.kubernetes.protobuf") if !custom_resource => {
@@ -216,6 +216,79 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], custom_resource: bool) -> R
         _ => return Err(Status::unsupported_media_type(accepted)),
     };
     require_object(value)
+}
+
+/// The deepest nesting of a JSON body, as Go's `encoding/json` (and so kube-apiserver) allows it.
+pub const MAX_JSON_DEPTH: usize = 10_000;
+
+/// Stack a thread needs per level of nesting to take a body through every pass of the write path
+/// (decoding, field validation, field sets, merges, encoding, dropping), with room to spare.
+const STACK_BYTES_PER_LEVEL: usize = 2 * 1024;
+
+/// The worker stack size the binary runs with, so that bodies as deep as [`MAX_JSON_DEPTH`] fit.
+pub const DEEP_BODY_STACK_BYTES: usize = MAX_JSON_DEPTH * STACK_BYTES_PER_LEVEL + (8 << 20);
+
+/// Why a JSON body was not parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonBodyError {
+    /// Nested deeper than [`MAX_JSON_DEPTH`] (Go's `exceeded max depth`).
+    #[error("exceeded max depth")]
+    TooDeep,
+    /// Nested deeper than the stack of the thread handling it can take (an in-process server on a small
+    /// stack; the binary's workers are sized for [`MAX_JSON_DEPTH`]).
+    #[error("exceeded max depth for this server's stack ({0} levels)")]
+    TooDeepForStack(usize),
+    /// Not JSON.
+    #[error(transparent)]
+    Syntax(#[from] serde_json::Error),
+}
+
+/// Parses a JSON body: first a linear scan of its nesting (outside strings), then a parse without
+/// serde_json's fixed 128-level limit when the thread's remaining stack can take that depth. A body
+/// nested deeper than upstream's 10,000 levels is refused as Go refuses it.
+pub fn parse_json(body: &[u8]) -> Result<Value, JsonBodyError> {
+    let depth = json_depth(body);
+    if depth > MAX_JSON_DEPTH {
+        return Err(JsonBodyError::TooDeep);
+    }
+    if depth > 64 {
+        let remaining = stacker::remaining_stack().unwrap_or(0);
+        if remaining < depth.saturating_mul(STACK_BYTES_PER_LEVEL) + (256 << 10) {
+            return Err(JsonBodyError::TooDeepForStack(remaining / STACK_BYTES_PER_LEVEL));
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    deserializer.disable_recursion_limit();
+    let value = <Value as serde::Deserialize>::deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
+}
+
+/// The deepest nesting of arrays and objects in `body`, found without recursion (brackets inside
+/// strings do not count; malformed input just yields some number, the parser then reports it).
+pub fn json_depth(body: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &byte in body {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Parses YAML into JSON (`error converting YAML to JSON` on failure, as sigs.k8s.io/yaml says).
@@ -243,6 +316,48 @@ pub fn require_object(value: Value) -> Result<Value, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn json_depth_counts_brackets_outside_strings() {
+        assert_eq!(json_depth(b"{}"), 1);
+        assert_eq!(json_depth(br#"{"a": [[1], {"b": "[[[\"{"}]}"#), 3);
+        assert_eq!(json_depth(nested(10_000).as_bytes()), 10_000);
+        assert_eq!(json_depth(b"\"not json"), 0);
+    }
+
+    #[test]
+    fn json_bodies_nest_to_upstreams_limit_where_the_stack_allows() {
+        assert!(matches!(
+            parse_json(nested(10_001).as_bytes()),
+            Err(JsonBodyError::TooDeep)
+        ));
+        assert_eq!(
+            parse_json(nested(10_001).as_bytes()).unwrap_err().to_string(),
+            "exceeded max depth"
+        );
+        // Past serde_json's own 128 levels.
+        assert!(parse_json(nested(300).as_bytes()).is_ok());
+        // A test thread's small stack cannot take 10,000 levels: refused, not overflowed.
+        assert!(matches!(
+            parse_json(nested(10_000).as_bytes()),
+            Err(JsonBodyError::TooDeepForStack(_))
+        ));
+        // A thread with the binary's worker stack can.
+        let parsed = std::thread::Builder::new()
+            .stack_size(DEEP_BODY_STACK_BYTES)
+            .spawn(|| {
+                parse_json(nested(10_000).as_bytes()).map(|value| json_depth(value.to_string().as_bytes()))
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(parsed.unwrap(), 10_000);
+        assert!(matches!(parse_json(b"[1,]"), Err(JsonBodyError::Syntax(_))));
+    }
 
     fn accept(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -73,7 +73,7 @@ impl PatchType {
 
 /// Parses a JSON patch document body.
 fn parse_json(body: &[u8]) -> Result<Value, Status> {
-    serde_json::from_slice(body).map_err(|e| Status::bad_request(e.to_string()))
+    super::negotiation::parse_json(body).map_err(|e| Status::bad_request(e.to_string()))
 }
 
 /// Applies a patch of `patch_type` to `original`, an object of the kind `schema` describes.

@@ -1,0 +1,93 @@
+//! Everyday kubectl as the README shows it, driven from outside: the built binary's `cluster` demo and
+//! `kubectl` with `docs/examples/job.yaml` — apply (created, then unchanged), diff after an edit,
+//! server-side apply reporting the conflict with the client-side applier, `--force-conflicts`,
+//! `kubectl scale`, and `explain` — through `a`, which lacks `batch/v1` and proxies every Job request to `b`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::demo::{Demo, server};
+use support::kubectl_available;
+
+/// Runs kubectl; (exit status success, stdout, stderr).
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
+        .output()
+        .expect("kubectl runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn readme_kubectl_workflow_against_the_demo() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &[]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let kubeconfig = |name: &str| {
+        PathBuf::from(
+            server(&manifest, name)["kubeconfig"]
+                .as_str()
+                .expect("kubeconfig"),
+        )
+    };
+    let (a, b) = (kubeconfig("a"), kubeconfig("b"));
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/job.yaml");
+    let original = std::fs::read_to_string(&example).expect("docs/examples/job.yaml");
+    let job = example.to_string_lossy().into_owned();
+    let edited = dir.path().join("job.yaml");
+    std::fs::write(&edited, original.replace("perl:5.34", "perl:5.36")).expect("write the edited manifest");
+    let edited = edited.to_string_lossy().into_owned();
+
+    assert_eq!(kubectl(&a, &["apply", "-f", &job]).1, "job.batch/pi created\n");
+    assert_eq!(kubectl(&a, &["apply", "-f", &job]).1, "job.batch/pi unchanged\n");
+    let (same, diff, _) = kubectl(&a, &["diff", "-f", &edited]);
+    assert!(!same, "diff exits 1 on a difference");
+    assert!(diff.lines().any(|l| l == "+        image: perl:5.36"), "{diff}");
+
+    let (applied, _, conflict) = kubectl(&a, &["apply", "--server-side", "-f", &edited]);
+    assert!(!applied);
+    assert!(
+        conflict.starts_with(
+            "error: Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using batch/v1 at "
+        ),
+        "{conflict}"
+    );
+    let (forced, out, err) = kubectl(
+        &a,
+        &["apply", "--server-side", "--force-conflicts", "-f", &edited],
+    );
+    assert!(forced, "{err}");
+    assert_eq!(out, "job.batch/pi serverside-applied\n");
+
+    let (created, _, err) = kubectl(
+        &a,
+        &["create", "deployment", "web", "--image=nginx", "--replicas=2"],
+    );
+    assert!(created, "{err}");
+    let (scaled, out, err) = kubectl(&a, &["scale", "deployment", "web", "--replicas=3"]);
+    assert!(scaled, "{err}");
+    assert_eq!(out, "deployment.apps/web scaled\n");
+    let replicas = kubectl(
+        &a,
+        &["get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"],
+    )
+    .1;
+    assert_eq!(replicas, "3");
+
+    // b serves batch/v1, so its OpenAPI describes Jobs.
+    let (explained, out, err) = kubectl(&b, &["explain", "jobs.spec.template"]);
+    assert!(explained, "{err}");
+    assert!(out.contains("FIELD: template <PodTemplateSpec>"), "{out}");
+}
