@@ -7,6 +7,9 @@
 //! server sends. UIDs are derived from the objects' names, so every server of a cluster names the same
 //! FlowSchema with the same UID, as servers sharing one etcd do.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use http::{HeaderMap, HeaderValue};
 use mvp_core::UserInfo;
 use sha2::{Digest, Sha256};
@@ -42,17 +45,38 @@ fn uid(kind: &str, name: &str) -> String {
     uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
 }
 
-/// Adds the two headers for a request of `user` to `path`.
-pub fn add_headers(headers: &mut HeaderMap, user: &UserInfo, path: &str) {
+/// The header value of `kind`/`name`'s UID, computed once per process.
+fn uid_header(kind: &'static str, name: &'static str) -> Option<HeaderValue> {
+    static UIDS: OnceLock<Mutex<HashMap<(&'static str, &'static str), HeaderValue>>> = OnceLock::new();
+    let mut uids = UIDS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(value) = uids.get(&(kind, name)) {
+        return Some(value.clone());
+    }
+    let value = HeaderValue::from_str(&uid(kind, name)).ok()?;
+    uids.insert((kind, name), value.clone());
+    Some(value)
+}
+
+/// The two headers for a request of `user` to `path`, computed before the request moves on (so the user
+/// need not be kept).
+pub fn headers_for(user: &UserInfo, path: &str) -> [(&'static str, Option<HeaderValue>); 2] {
     let (flow_schema, priority_level) = classify(user, path);
-    for (header, value) in [
-        (FLOW_SCHEMA_UID_HEADER, uid("FlowSchema", flow_schema)),
+    [
+        (FLOW_SCHEMA_UID_HEADER, uid_header("FlowSchema", flow_schema)),
         (
             PRIORITY_LEVEL_UID_HEADER,
-            uid("PriorityLevelConfiguration", priority_level),
+            uid_header("PriorityLevelConfiguration", priority_level),
         ),
-    ] {
-        if let Ok(value) = HeaderValue::from_str(&value) {
+    ]
+}
+
+/// Adds the two headers for a request of `user` to `path`.
+pub fn add_headers(headers: &mut HeaderMap, user: &UserInfo, path: &str) {
+    for (header, value) in headers_for(user, path) {
+        if let Some(value) = value {
             headers.insert(header, value);
         }
     }

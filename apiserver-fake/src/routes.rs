@@ -204,8 +204,11 @@ async fn record_and_classify(
             audit_id: String::from_utf8_lossy(audit_id.as_bytes()).into_owned(),
         });
     }
-    let user = req.extensions().get::<UserInfo>().cloned();
-    let path = req.uri().path().to_owned();
+    // API Priority and Fairness classifies after authentication, before authorization.
+    let flow_headers = req
+        .extensions()
+        .get::<UserInfo>()
+        .map(|user| crate::flow_control::headers_for(user, req.uri().path()));
     let (verb, group, version, resource) = (
         info.verb.clone(),
         info.api_group.clone(),
@@ -228,9 +231,10 @@ async fn record_and_classify(
         }
     };
     response.headers_mut().insert(AUDIT_ID_HEADER, audit_id);
-    if let Some(user) = &user {
-        // API Priority and Fairness classifies after authentication, before authorization.
-        crate::flow_control::add_headers(response.headers_mut(), user, &path);
+    for (header, value) in flow_headers.into_iter().flatten() {
+        if let Some(value) = value {
+            response.headers_mut().insert(header, value);
+        }
     }
     state
         .metrics

@@ -6,7 +6,7 @@
 //! `x-kubernetes-group-version-kind`, which is how a group/version/kind finds its schema.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -46,28 +46,35 @@ struct Span {
 /// The definitions of one Kubernetes minor, with the kind index.
 #[derive(Debug, Default)]
 pub struct Definitions {
-    schemas: BTreeMap<String, Value>,
-    by_kind: HashMap<(String, String, String), String>,
+    /// Shared with the other minors that have the same definition (one copy per distinct schema).
+    schemas: BTreeMap<String, Arc<Value>>,
+    by_kind: Option<HashMap<(String, String, String), String>>,
 }
 
 impl Definitions {
     /// The definitions of `version` (parsed once per process and minor).
     pub fn of(version: KubeVersion) -> &'static Definitions {
-        static ALL: OnceLock<BTreeMap<u32, Definitions>> = OnceLock::new();
-        static EMPTY: OnceLock<Definitions> = OnceLock::new();
-        ALL.get_or_init(load)
-            .get(&version.minor)
-            .unwrap_or_else(|| EMPTY.get_or_init(Definitions::default))
+        const MINORS: usize = 64;
+        static EACH: [OnceLock<Definitions>; MINORS] = [const { OnceLock::new() }; MINORS];
+        static EMPTY: Definitions = Definitions {
+            schemas: BTreeMap::new(),
+            by_kind: None,
+        };
+        match EACH.get(version.minor as usize) {
+            Some(slot) => slot.get_or_init(|| load(version.minor)),
+            None => &EMPTY,
+        }
     }
 
     /// The schema named `name`.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.schemas.get(name)
+        self.schemas.get(name).map(|schema| &**schema)
     }
 
     /// The name of the definition of a group/version/kind (`""` group for core).
     pub fn kind(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
         self.by_kind
+            .as_ref()?
             .get(&(group.to_owned(), version.to_owned(), kind.to_owned()))
             .map(String::as_str)
     }
@@ -167,36 +174,50 @@ pub fn references(schema: &Value, found: &mut impl FnMut(&str)) {
     }
 }
 
-fn load() -> BTreeMap<u32, Definitions> {
-    // The table is generated and compiled in; a malformed one fails every OpenAPI test.
-    let table: Table = match serde_json::from_str(TABLE) {
-        Ok(table) => table,
-        Err(err) => {
-            tracing::error!("catalog/openapi.json is malformed: {err}");
-            return BTreeMap::new();
-        }
+/// Every span of the table, parsed once per process; schemas are shared by the minors that use them.
+fn table() -> &'static BTreeMap<String, Vec<(u32, u32, Arc<Value>)>> {
+    static TABLE_SPANS: OnceLock<BTreeMap<String, Vec<(u32, u32, Arc<Value>)>>> = OnceLock::new();
+    TABLE_SPANS.get_or_init(|| {
+        // The table is generated and compiled in; a malformed one fails every OpenAPI test.
+        let table: Table = match serde_json::from_str(TABLE) {
+            Ok(table) => table,
+            Err(err) => {
+                tracing::error!("catalog/openapi.json is malformed: {err}");
+                return BTreeMap::new();
+            }
+        };
+        table
+            .definitions
+            .into_iter()
+            .map(|(name, spans)| {
+                let spans = spans.into_iter().map(|s| (s.from, s.to, Arc::new(s.schema))).collect();
+                (name, spans)
+            })
+            .collect()
+    })
+}
+
+/// The definitions of one minor (only the minors a process serves are ever built).
+fn load(minor: u32) -> Definitions {
+    let mut definitions = Definitions {
+        schemas: BTreeMap::new(),
+        by_kind: Some(HashMap::new()),
     };
-    let mut all: BTreeMap<u32, Definitions> = BTreeMap::new();
-    for (name, spans) in table.definitions {
-        for span in spans {
-            for minor in span.from..=span.to {
-                let definitions = all.entry(minor).or_default();
-                for gvk in span.schema["x-kubernetes-group-version-kind"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                {
-                    let field = |f: &str| gvk[f].as_str().unwrap_or_default().to_owned();
-                    definitions
-                        .by_kind
-                        .entry((field("group"), field("version"), field("kind")))
-                        .or_insert_with(|| name.clone());
-                }
-                definitions.schemas.insert(name.clone(), span.schema.clone());
+    for (name, spans) in table() {
+        let Some((_, _, schema)) = spans.iter().find(|(from, to, _)| (*from..=*to).contains(&minor)) else {
+            continue;
+        };
+        for gvk in schema["x-kubernetes-group-version-kind"].as_array().into_iter().flatten() {
+            let field = |f: &str| gvk[f].as_str().unwrap_or_default().to_owned();
+            if let Some(by_kind) = definitions.by_kind.as_mut() {
+                by_kind
+                    .entry((field("group"), field("version"), field("kind")))
+                    .or_insert_with(|| name.clone());
             }
         }
+        definitions.schemas.insert(name.clone(), schema.clone());
     }
-    all
+    definitions
 }
 
 #[cfg(test)]

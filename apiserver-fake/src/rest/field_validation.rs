@@ -249,6 +249,8 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
 
     let mut out = Vec::new();
     let mut deserializer = serde_json::Deserializer::from_slice(body);
+    // As deep as the body itself parsed (`negotiation::parse_json` checked its depth against the stack).
+    deserializer.disable_recursion_limit();
     // A body that does not parse was refused before; nothing to add then.
     let _ = Node {
         path: String::new(),
@@ -476,7 +478,11 @@ impl Walk<'_> {
             (Some("string"), Value::Number(n)) if format == Some("int-or-string") => n.is_i64() || n.is_u64(),
             // resource.Quantity decodes JSON numbers too.
             (Some("string"), Value::Number(_)) => owner == QUANTITY,
-            (Some("integer"), Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (Some("integer"), Value::Number(n)) => match (format, n.as_i64()) {
+                (Some("int32"), Some(v)) => i32::try_from(v).is_ok(),
+                (_, Some(_)) => true,
+                (_, None) => n.is_u64() && format != Some("int32"),
+            },
             (Some("number"), Value::Number(_)) => true,
             (Some("boolean"), Value::Bool(_)) => true,
             (Some("array"), Value::Array(_)) => true,

@@ -13,7 +13,7 @@
 //! - Entries are keyed by (manager, operation, apiVersion, subresource); an empty entry disappears;
 //!   entries are sorted as upstream sorts them (operation, time, manager, apiVersion, subresource).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
@@ -286,27 +286,33 @@ impl Schema {
         }
     }
 
-    /// The list-type and keys of the list at `path` in `object`'s schema (for element lookup).
-    fn list_keys_at(&self, path: &[String]) -> Vec<&'static str> {
-        let mut schema = self.resolve(self.root);
-        for element in path {
-            if let Some(field) = element.strip_prefix("f:") {
-                let next = schema
-                    .get("properties")
-                    .and_then(|p| p.get(field))
-                    .or_else(|| schema.get("additionalProperties"));
-                match next {
-                    Some(next) => schema = self.resolve(next),
-                    None => return Vec::new(),
-                }
-            } else {
-                schema = self.resolve(&schema["items"]);
-            }
+    /// The schema of the child a path element names, under `node` (already resolved).
+    fn child_schema(&self, node: &'static Value, key: &str) -> &'static Value {
+        match key.strip_prefix("f:") {
+            Some(field) => node
+                .get("properties")
+                .and_then(|p| p.get(field))
+                .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))
+                .unwrap_or(&FREE_FORM),
+            None => node.get("items").unwrap_or(&FREE_FORM),
         }
-        schema["x-kubernetes-list-map-keys"]
-            .as_array()
-            .map(|k| k.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default()
+    }
+
+    /// The children of `value` by the path element that names each (`f:name`, `k:{…}`, `v:…`), built in
+    /// one pass so that lookups in large lists stay linear.
+    fn children<'v>(&self, node: &'static Value, value: &'v Value) -> HashMap<String, &'v Value> {
+        match value {
+            Value::Object(map) => map.iter().map(|(k, v)| (format!("f:{k}"), v)).collect(),
+            Value::Array(items) => match node.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("map") => {
+                    let keys = list_map_keys(node);
+                    items.iter().map(|item| (list_key(&keys, item), item)).collect()
+                }
+                Some("set") => items.iter().map(|item| (format!("v:{item}"), item)).collect(),
+                _ => HashMap::new(),
+            },
+            _ => HashMap::new(),
+        }
     }
 
     /// The fields an `Update` from `old` to `new` added or changed, and those it removed
@@ -315,59 +321,102 @@ impl Schema {
         let old_set = self.fields_of(old);
         let new_set = self.fields_of(new);
         let mut changed = FieldSet::default();
-        changed_fields(&new_set, Some(old), new, &mut changed, self, &mut Vec::new());
+        self.changed_fields(&new_set, Some(old), new, self.root, &mut changed);
         (changed, old_set.difference(&new_set))
+    }
+
+    fn changed_fields(
+        &self,
+        new_set: &FieldSet,
+        old: Option<&Value>,
+        new: &Value,
+        schema: &'static Value,
+        out: &mut FieldSet,
+    ) {
+        let node = self.resolve(schema);
+        let new_children = self.children(node, new);
+        let old_children = old.map(|o| self.children(node, o)).unwrap_or_default();
+        for (key, child_set) in &new_set.children {
+            let Some(&new_child) = new_children.get(key) else {
+                continue;
+            };
+            let old_child = old_children.get(key).copied();
+            // Anything that appears counts (a map or struct node too, as `.`); a leaf counts when it
+            // changes. A list node itself is not marked (Go's zero object holds required lists as null).
+            let is_container = !child_set.children.is_empty();
+            let member = match old_child {
+                None => !is_container || !new_child.is_array(),
+                Some(old_value) => !is_container && child_set.member && old_value != new_child,
+            };
+            let mut child = FieldSet {
+                member,
+                children: BTreeMap::new(),
+            };
+            self.changed_fields(
+                child_set,
+                old_child,
+                new_child,
+                self.child_schema(node, key),
+                &mut child,
+            );
+            if !child.is_empty() {
+                out.children.insert(key.clone(), child);
+            }
+        }
     }
 
     /// Removes the member paths of `remove` from `object` (server-side apply's prune).
     pub fn remove_paths(&self, object: &mut Value, remove: &FieldSet) {
-        let mut paths = remove.paths();
-        // Deepest first, so removing an element never shifts a path still to visit.
-        paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for path in paths {
-            let Some((last, parent)) = path.split_last() else {
-                continue;
-            };
-            let keys = self.list_keys_at(&path[..path.len() - 1]);
-            if let Some(container) = lookup_mut(object, parent, self) {
-                remove_element(container, last, &keys);
+        self.remove_under(object, remove, self.root);
+    }
+
+    fn remove_under(&self, value: &mut Value, remove: &FieldSet, schema: &'static Value) {
+        let node = self.resolve(schema);
+        let gone: HashSet<&str> = remove
+            .children
+            .iter()
+            .filter(|(_, child)| child.member)
+            .map(|(key, _)| key.as_str())
+            .collect();
+        match value {
+            Value::Object(map) => {
+                for (field, child) in map.iter_mut() {
+                    let key = format!("f:{field}");
+                    if let Some(below) = remove.children.get(&key).filter(|c| !c.member) {
+                        self.remove_under(child, below, self.child_schema(node, &key));
+                    }
+                }
+                map.retain(|field, _| !gone.contains(format!("f:{field}").as_str()));
             }
+            Value::Array(items) => {
+                let keys = list_map_keys(node);
+                let set = node.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("set");
+                let key_of = |item: &Value| {
+                    if set {
+                        format!("v:{item}")
+                    } else {
+                        list_key(&keys, item)
+                    }
+                };
+                let item_schema = node.get("items").unwrap_or(&FREE_FORM);
+                for item in items.iter_mut() {
+                    if let Some(below) = remove.children.get(&key_of(item)).filter(|c| !c.member) {
+                        self.remove_under(item, below, item_schema);
+                    }
+                }
+                items.retain(|item| !gone.contains(key_of(item).as_str()));
+            }
+            _ => {}
         }
     }
 }
 
-fn changed_fields(
-    new_set: &FieldSet,
-    old: Option<&Value>,
-    new: &Value,
-    out: &mut FieldSet,
-    schema: &Schema,
-    path: &mut Vec<String>,
-) {
-    for (key, child_set) in &new_set.children {
-        let keys = schema.list_keys_at(path);
-        let old_child = old.and_then(|o| element(o, key, &keys));
-        let Some(new_child) = element(new, key, &keys) else {
-            continue;
-        };
-        // Anything that appears counts (a map or struct node too, as `.`); a leaf counts when it changes.
-        let is_container = !child_set.children.is_empty();
-        let node_member = match old_child {
-            // A list node itself is not marked (Go's zero object holds required lists as null).
-            None => !is_container || !new_child.is_array(),
-            Some(old_value) => !is_container && child_set.member && old_value != new_child,
-        };
-        let mut node = FieldSet {
-            member: node_member,
-            children: BTreeMap::new(),
-        };
-        path.push(key.clone());
-        changed_fields(child_set, old_child, new_child, &mut node, schema, path);
-        path.pop();
-        if !node.is_empty() {
-            out.children.insert(key.clone(), node);
-        }
-    }
+/// `x-kubernetes-list-map-keys` of a list schema.
+fn list_map_keys(node: &'static Value) -> Vec<&'static str> {
+    node.get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .map(|k| k.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// `k:{"name":"pi"}` for an element of an associative list (keys sorted, as Go marshals maps).
@@ -382,64 +431,6 @@ fn list_key(keys: &[&str], item: &Value) -> String {
         })
         .collect();
     format!("k:{{{}}}", parts.join(","))
-}
-
-/// The child of `value` a path element names.
-fn element<'v>(value: &'v Value, key: &str, list_keys: &[&str]) -> Option<&'v Value> {
-    if let Some(field) = key.strip_prefix("f:") {
-        return value.get(field);
-    }
-    let items = value.as_array()?;
-    if key.starts_with("k:") {
-        return items.iter().find(|item| list_key(list_keys, item) == key);
-    }
-    let wanted: Value = serde_json::from_str(key.strip_prefix("v:")?).ok()?;
-    items.iter().find(|item| **item == wanted)
-}
-
-fn lookup_mut<'v>(value: &'v mut Value, path: &[String], schema: &Schema) -> Option<&'v mut Value> {
-    let mut current = value;
-    for (depth, key) in path.iter().enumerate() {
-        let keys = schema.list_keys_at(&path[..depth]);
-        current = if let Some(field) = key.strip_prefix("f:") {
-            current.get_mut(field)?
-        } else {
-            let wanted = key.clone();
-            let items = current.as_array_mut()?;
-            let position = items.iter().position(|item| {
-                if wanted.starts_with("k:") {
-                    list_key(&keys, item) == wanted
-                } else {
-                    wanted
-                        .strip_prefix("v:")
-                        .and_then(|v| serde_json::from_str::<Value>(v).ok())
-                        .as_ref()
-                        == Some(item)
-                }
-            })?;
-            &mut items[position]
-        };
-    }
-    Some(current)
-}
-
-fn remove_element(container: &mut Value, key: &str, list_keys: &[&str]) {
-    if let Some(field) = key.strip_prefix("f:") {
-        if let Some(map) = container.as_object_mut() {
-            map.remove(field);
-        }
-        return;
-    }
-    if let Some(items) = container.as_array_mut() {
-        if key.starts_with("k:") {
-            items.retain(|item| list_key(list_keys, item) != key);
-        } else if let Some(wanted) = key
-            .strip_prefix("v:")
-            .and_then(|v| serde_json::from_str::<Value>(v).ok())
-        {
-            items.retain(|item| *item != wanted);
-        }
-    }
 }
 
 /// One `managedFields` entry.

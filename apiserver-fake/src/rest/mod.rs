@@ -497,7 +497,7 @@ fn check_route(
         if !sub.verbs.iter().any(|v| v == verb) {
             return Err(Status::route_method_not_allowed());
         }
-        let builtin_scale = sub.name == "scale" && !resource.custom;
+        let builtin_scale = sub.name == "scale" && scale::served_for(resource);
         if sub.name != "status" && !builtin_scale {
             // The fake implements the generic status subresource and the workloads' scale.
             let gr = GroupResource::new(&resource.group, format!("{}/{}", resource.resource, sub.name));

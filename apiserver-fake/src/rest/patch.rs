@@ -13,7 +13,7 @@
 //! * `application/apply-patch+yaml` (server-side apply): the applied configuration is merged over the
 //!   live object as structured-merge-diff merges ([`structured`]): associative lists
 //!   (`x-kubernetes-list-type: map`) by their `x-kubernetes-list-map-keys`, sets as sets, atomic lists
-//!   and atomic maps replaced; custom resources (whose CRD schemas are not available here) merge their
+//!   and atomic maps replaced; custom resources (their CRD schemas are not used for merging yet) merge their
 //!   objects and replace their lists. Apply creates the object when absent; `fieldManager` is required.
 //!   Field ownership, conflicts and the removal of fields a manager stops applying are the write path's
 //!   ([`super::managed_fields`]).
@@ -86,7 +86,7 @@ pub fn apply(
     match patch_type {
         PatchType::Json => {
             let patch: json_patch::Patch =
-                serde_json::from_slice(body).map_err(|e| Status::bad_request(e.to_string()))?;
+                serde_json::from_value(parse_json(body)?).map_err(|e| Status::bad_request(e.to_string()))?;
             let mut doc = original.clone();
             json_patch::patch(&mut doc, &patch).map_err(|_| Status::unprocessable_patch())?;
             Ok(doc)

@@ -21,14 +21,18 @@ use crate::store::{StoreError, resource_version};
 /// How often a scale write is retried after losing an optimistic-concurrency race.
 const ATTEMPTS: usize = 5;
 
-/// Whether the addressed subresource is a scale the fake serves (built-in workloads).
-pub fn serves(req: &RestRequest<'_>) -> bool {
-    req.info.subresource == "scale"
-        && !req.resource.custom
+/// Whether `resource` has a scale subresource the fake serves (the built-in workloads).
+pub fn served_for(resource: &super::ResourceInfo) -> bool {
+    !resource.custom
         && matches!(
-            (req.resource.group.as_str(), req.resource.resource.as_str()),
+            (resource.group.as_str(), resource.resource.as_str()),
             ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers")
         )
+}
+
+/// Whether the request addresses a scale subresource the fake serves.
+pub fn serves(req: &RestRequest<'_>) -> bool {
+    req.info.subresource == "scale" && served_for(&req.resource)
 }
 
 /// The `Scale` of `parent`.

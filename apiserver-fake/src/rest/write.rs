@@ -665,6 +665,8 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
     if patch_type == PatchType::Apply {
         patch::require_field_manager(req.query.get("fieldManager"))?;
     }
+    // PatchOptions are validated for every patch type (apply does not decode through `validate_fields`).
+    FieldValidation::from_query(req.query.get("fieldValidation"), "PatchOptions")?;
     let body = read_body(body).await?;
     let applied = if patch_type == PatchType::Apply {
         check_applied_fields(req, &body)?;

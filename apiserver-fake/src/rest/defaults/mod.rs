@@ -105,7 +105,8 @@ pub fn prepare_for_update(resource: &ResourceInfo, current: &Value, next: &mut V
 
 /// Rejects what a default would otherwise let through that upstream's validation rejects (422): a Job
 /// or CronJob whose pods would restart `Always` (the pod spec's default; see
-/// [`batch::restart_policy_cause`]). The fake does not validate objects otherwise.
+/// [`batch::restart_policy_cause`]). Field validation, required fields and names are checked elsewhere
+/// (`rest::field_validation`, `rest::names`).
 pub fn check_defaulted(resource: &ResourceInfo, object: &Value) -> Result<(), Status> {
     if resource.custom {
         return Ok(());

@@ -16,6 +16,7 @@
 //! tests can predict it: the first Service of the default range `10.96.0.0/12` gets `10.96.1.1`.
 //! Only single-stack ranges are served (one CIDR, IPv4 or IPv6).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -179,8 +180,8 @@ fn services() -> StorageResource {
 /// What stored Services hold.
 #[derive(Debug, Default)]
 struct Taken {
-    ips: Vec<IpAddr>,
-    node_ports: Vec<i64>,
+    ips: HashSet<IpAddr>,
+    node_ports: HashSet<i64>,
 }
 
 impl Taken {
@@ -449,7 +450,7 @@ fn allocate_node_ports(
     kind: &GroupKind,
     name: &str,
     spec: &mut Map<String, Value>,
-    mut taken: Vec<i64>,
+    mut taken: HashSet<i64>,
 ) -> Result<(), Status> {
     let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
         return Ok(());
@@ -482,7 +483,7 @@ fn allocate_node_ports(
                         "provided port is already allocated",
                     ));
                 }
-                taken.push(requested);
+                taken.insert(requested);
             }
             None => {
                 let free = NODE_PORT_RANGE
@@ -494,7 +495,7 @@ fn allocate_node_ports(
                         ))
                     })?;
                 port.insert("nodePort".to_owned(), json!(free));
-                taken.push(free);
+                taken.insert(free);
             }
         }
     }

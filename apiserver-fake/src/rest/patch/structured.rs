@@ -7,7 +7,7 @@
 //!   merge by their `x-kubernetes-list-map-keys`) or `set` (scalars merge as a set);
 //! * scalars take the applied value.
 //!
-//! Where nothing is known (custom resources, whose CRD schemas are not available here, and free-form
+//! Where nothing is known (custom resources, whose CRD schemas are not used here yet, and free-form
 //! values) structured-merge-diff's deduced schema applies: objects merge, lists are atomic.
 
 use std::collections::{HashMap, VecDeque};

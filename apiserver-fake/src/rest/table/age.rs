@@ -4,7 +4,7 @@
 //!
 //! "Now" is always passed in, so the same object prints the same cells in tests.
 
-use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
+use time::OffsetDateTime;
 
 /// What `translateTimestampSince` prints for a zero (absent) timestamp.
 pub const UNKNOWN: &str = "<unknown>";
@@ -12,65 +12,7 @@ pub const UNKNOWN: &str = "<unknown>";
 /// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, `...05.123456Z`, `...05+02:00`); `None`
 /// when it is not one.
 pub fn parse_timestamp(text: &str) -> Option<OffsetDateTime> {
-    let bytes = text.as_bytes();
-    let number = |range: std::ops::Range<usize>| number_in(text, range);
-    if bytes.len() < 20
-        || bytes[4] != b'-'
-        || bytes[7] != b'-'
-        || !matches!(bytes[10], b'T' | b't' | b' ')
-        || bytes[13] != b':'
-        || bytes[16] != b':'
-    {
-        return None;
-    }
-    let year = i32::try_from(number(0..4)?).ok()?;
-    let month = Month::try_from(u8::try_from(number(5..7)?).ok()?).ok()?;
-    let day = u8::try_from(number(8..10)?).ok()?;
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    let mut rest = &text[19..];
-    let mut nanos = 0u32;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let kept = &fraction[..digits.min(9)];
-        nanos = kept.parse::<u32>().ok()? * 10u32.pow(9 - u32::try_from(kept.len()).ok()?);
-        rest = &fraction[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => UtcOffset::UTC,
-        _ => {
-            let sign: i8 = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
-                return None;
-            }
-            let hours = i8::try_from(number_in(rest, 1..3)?).ok()?;
-            let minutes = i8::try_from(number_in(rest, 4..6)?).ok()?;
-            UtcOffset::from_hms(sign * hours, sign * minutes, 0).ok()?
-        }
-    };
-    let date = Date::from_calendar_date(year, month, day).ok()?;
-    let time = Time::from_hms_nano(
-        u8::try_from(hour).ok()?,
-        u8::try_from(minute).ok()?,
-        u8::try_from(second).ok()?,
-        nanos,
-    )
-    .ok()?;
-    Some(PrimitiveDateTime::new(date, time).assume_offset(offset))
-}
-
-fn number_in(text: &str, range: std::ops::Range<usize>) -> Option<u32> {
-    let digits = text.get(range)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
 }
 
 /// `duration.HumanDuration`: a duration with two to three significant figures (`45s`, `3m20s`,
