@@ -174,9 +174,12 @@ pub fn references(schema: &Value, found: &mut impl FnMut(&str)) {
     }
 }
 
+/// Each definition's versions: (first minor, last minor, schema).
+type SharedSpans = BTreeMap<String, Vec<(u32, u32, Arc<Value>)>>;
+
 /// Every span of the table, parsed once per process; schemas are shared by the minors that use them.
-fn table() -> &'static BTreeMap<String, Vec<(u32, u32, Arc<Value>)>> {
-    static TABLE_SPANS: OnceLock<BTreeMap<String, Vec<(u32, u32, Arc<Value>)>>> = OnceLock::new();
+fn table() -> &'static SharedSpans {
+    static TABLE_SPANS: OnceLock<SharedSpans> = OnceLock::new();
     TABLE_SPANS.get_or_init(|| {
         // The table is generated and compiled in; a malformed one fails every OpenAPI test.
         let table: Table = match serde_json::from_str(TABLE) {
@@ -190,7 +193,10 @@ fn table() -> &'static BTreeMap<String, Vec<(u32, u32, Arc<Value>)>> {
             .definitions
             .into_iter()
             .map(|(name, spans)| {
-                let spans = spans.into_iter().map(|s| (s.from, s.to, Arc::new(s.schema))).collect();
+                let spans = spans
+                    .into_iter()
+                    .map(|s| (s.from, s.to, Arc::new(s.schema)))
+                    .collect();
                 (name, spans)
             })
             .collect()
@@ -207,7 +213,11 @@ fn load(minor: u32) -> Definitions {
         let Some((_, _, schema)) = spans.iter().find(|(from, to, _)| (*from..=*to).contains(&minor)) else {
             continue;
         };
-        for gvk in schema["x-kubernetes-group-version-kind"].as_array().into_iter().flatten() {
+        for gvk in schema["x-kubernetes-group-version-kind"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let field = |f: &str| gvk[f].as_str().unwrap_or_default().to_owned();
             if let Some(by_kind) = definitions.by_kind.as_mut() {
                 by_kind
