@@ -1357,6 +1357,44 @@ async fn scale_subresource_reads_and_writes_the_parents_replicas() {
         refused.json()["message"],
         "Scale.autoscaling \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
     );
+    // Decoded as upstream decodes a Scale: Go's type errors, undeclared fields under fieldValidation.
+    let wrong_type = api
+        .patch(
+            &format!("{DEPLOYMENTS}/web/scale"),
+            "application/merge-patch+json",
+            r#"{"spec":{"replicas":"many"}}"#,
+        )
+        .await;
+    assert_eq!(wrong_type.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        wrong_type.json()["message"],
+        "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal string into Go struct field ScaleSpec.spec.replicas of type int32"
+    );
+    let strict = api
+        .patch(
+            &format!("{DEPLOYMENTS}/web/scale?fieldValidation=Strict"),
+            "application/merge-patch+json",
+            r#"{"spec":{"replicas":4,"surge":1}}"#,
+        )
+        .await;
+    assert_eq!(strict.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        strict.json()["message"],
+        "strict decoding error: unknown field \"spec.surge\""
+    );
+    let warned = api
+        .patch(
+            &format!("{DEPLOYMENTS}/web/scale"),
+            "application/merge-patch+json",
+            r#"{"spec":{"replicas":4,"surge":1}}"#,
+        )
+        .await;
+    assert_eq!(warned.status, StatusCode::OK, "{}", warned.text);
+    assert_eq!(
+        warned.headers["warning"],
+        r#"299 - "unknown field \"spec.surge\"""#
+    );
+    assert_eq!(warned.json()["spec"]["replicas"], 4);
 }
 
 #[tokio::test]

@@ -11,12 +11,17 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::RestRequest;
+use super::field_validation::{self, FieldValidation};
 use super::negotiation::{content_type, decode_body};
+use super::object::check_type_meta;
 use super::patch::{self, PatchSchema, PatchType};
 use super::table::format::label_selector;
 use super::{generation, read_body};
 use crate::status::{GroupKind, Status, StatusCause};
 use crate::store::{StoreError, resource_version};
+
+/// The OpenAPI definition a scale body is decoded against.
+const SCALE_DEFINITION: &str = "io.k8s.api.autoscaling.v1.Scale";
 
 /// How often a scale write is retried after losing an optimistic-concurrency race.
 const ATTEMPTS: usize = 5;
@@ -75,34 +80,39 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         return Ok(req.respond(StatusCode::OK, &scale_of(&current)));
     }
     req.query.dry_run()?;
+    let (options, source_prefix) = if req.info.verb == "update" {
+        ("UpdateOptions", true)
+    } else {
+        ("PatchOptions", false)
+    };
+    let directive = FieldValidation::from_query(req.query.get("fieldValidation"), options)?;
     let body = read_body(body).await?;
+    let definitions = crate::openapi::definitions::Definitions::of(req.ctx.binary_version);
     let mut current = current;
     for _ in 0..ATTEMPTS {
         let scale = scale_of(&current);
-        let wanted = match req.info.verb.as_str() {
-            "update" => decode_body(&req.headers, &body, false)?,
+        let mut wanted = match req.info.verb.as_str() {
+            "update" => {
+                let wanted = decode_body(&req.headers, &body, false)?;
+                check_type_meta(&wanted, "autoscaling/v1", "Scale")?;
+                wanted
+            }
             _ => {
                 let patch_type = PatchType::from_content_type(content_type(&req.headers).as_deref(), false)?;
-                let schema = PatchSchema::of_kind(
-                    crate::openapi::definitions::Definitions::of(req.ctx.binary_version),
-                    "autoscaling",
-                    "v1",
-                    "Scale",
-                );
+                let schema = PatchSchema::of_kind(definitions, "autoscaling", "v1", "Scale");
                 patch::apply(patch_type, &scale, &body, schema)?
             }
         };
-        let replicas = wanted.pointer("/spec/replicas");
-        let replicas = match replicas {
-            None | Some(Value::Null) => 0,
-            Some(value) => value.as_i64().ok_or_else(|| {
-                Status::bad_request(format!(
-                    "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {} into Go struct \
-                     field ScaleSpec.spec.replicas of type int32",
-                    if value.is_string() { "string" } else { "value" }
-                ))
-            })?,
-        };
+        // Decoded as upstream decodes a Scale: undeclared fields dropped (and reported as the directive
+        // says), wrong types with Go's message, `replicas` an int32.
+        let prefix = field_validation::kind_prefix("Scale", "v1");
+        let findings = field_validation::decode(definitions, SCALE_DEFINITION, &mut wanted)
+            .map_err(|e| Status::bad_request(format!("{prefix}{e}")))?;
+        let warnings = findings.enforce(directive, if source_prefix { &prefix } else { "" })?;
+        let replicas = wanted
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         let name = wanted
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -142,10 +152,18 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         generation::prepare_for_update(req.generation_bump(), &current, &mut next);
         super::write::record_update(req, Some(&current), &mut next);
         if req.query.dry_run().unwrap_or(false) {
-            return Ok(req.respond(StatusCode::OK, &scale_of(&next)));
+            return Ok(super::write::with_warnings(
+                req.respond(StatusCode::OK, &scale_of(&next)),
+                &warnings,
+            ));
         }
         match req.ctx.store.update(&storage, &req.key(), next, current_rv).await {
-            Ok(written) => return Ok(req.respond(StatusCode::OK, &scale_of(&written))),
+            Ok(written) => {
+                return Ok(super::write::with_warnings(
+                    req.respond(StatusCode::OK, &scale_of(&written)),
+                    &warnings,
+                ));
+            }
             Err(StoreError::Conflict { .. }) if precondition.is_none() => {
                 current = req.ctx.store.get(&storage, &req.key()).await?;
             }
