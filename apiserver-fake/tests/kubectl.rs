@@ -2,24 +2,7 @@
 
 mod support;
 
-use std::process::Command;
-
-use support::{cluster, kubectl_available, member};
-
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
-        .output()
-        .expect("kubectl runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use support::{cluster, kubectl, kubectl_available, member};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_discovers_creates_and_lists_against_a_fake() {

@@ -6,26 +6,9 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use support::demo::{Demo, server};
-use support::kubectl_available;
-
-/// Runs kubectl; (exit status success, stdout, stderr).
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
-        .output()
-        .expect("kubectl runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use support::{kubectl, kubectl_available};
 
 #[test]
 fn readme_kubectl_workflow_against_the_demo() {

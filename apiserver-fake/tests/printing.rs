@@ -13,19 +13,9 @@ use support::kubectl_available;
 
 /// Runs `kubectl args…` with `kubeconfig`; its stdout, after asserting it succeeded.
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let output = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    let (succeeded, stdout, stderr) = support::kubectl(kubeconfig, args);
+    assert!(succeeded, "kubectl {args:?}: {stderr}");
+    stdout
 }
 
 /// kubectl's table split into cells: each column starts where its header does (kubectl pads cells

@@ -44,6 +44,23 @@ pub fn kubectl_available() -> bool {
     false
 }
 
+/// Runs `kubectl args…` against `kubeconfig` (with a discovery cache beside it, never the user's):
+/// whether it succeeded, its stdout and its stderr.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
+        .output()
+        .expect("kubectl runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 /// The `(major, minor)` client version in `kubectl version --client -o json` output; a vendor
 /// suffix on the minor version (`"32+"`) is ignored.
 pub fn kubectl_client_version(json: &[u8]) -> Option<(u32, u32)> {
