@@ -15,15 +15,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mvp_core::discovery_fetch::{MAX_RETRIES, backoff};
-use mvp_core::peer_discovery::is_valid_peer_identity_lease;
 use mvp_core::resolve::is_valid_host_port;
 use mvp_core::snapshot::Snapshot;
 use mvp_core::{
-    DiscoveryResolver, GroupVersionResource, LocalDiscoveryCache, MetricsGeneration, MvpLayer, MvpMetrics,
-    PeerDiscoveryCache, PeerDiscoverySync, PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig,
-    PeerTransport, StorageVersionIndex, StorageVersionResolver,
+    DiscoveryConfig, DiscoveryPeers, GroupVersionResource, Lease, MetricsGeneration, MvpLayer, MvpMetrics,
+    PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig, PeerTransport, StorageVersion,
+    StorageVersionIndex, StorageVersionResolver,
 };
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -142,10 +142,9 @@ impl PeerEndpoints for StorePeerEndpoints {
     }
 }
 
-/// The peer IDs of the valid identity leases other than this server's, each with its lease's
-/// `holderIdentity` (which run of the peer it is), as the lease informer last saw them; `None` until
-/// it has listed them once.
-type PeerIds = Option<Arc<Vec<(String, String)>>>;
+/// The identity leases as the lease informer last listed them (only the fields the proxy reads,
+/// so a renewal is no change); `None` until it has listed them once.
+type IdentityLeases = Option<Arc<Vec<Lease>>>;
 
 /// A readiness check that, like a post-start hook, stays passed once it has passed: a peer
 /// joining or failing later never takes a serving server out of a load balancer.
@@ -174,7 +173,7 @@ impl Latch {
 pub struct ProxyReadiness {
     own_id: String,
     resolver: Arc<dyn PeerResolver>,
-    discovery: Option<(Arc<PeerDiscoveryCache>, watch::Receiver<PeerIds>)>,
+    discovery: Option<DiscoveryPeers>,
     endpoints: Arc<StorePeerEndpoints>,
     passed: Latch,
 }
@@ -201,12 +200,7 @@ impl ProxyReadiness {
         self.passed.check(|| {
             self.resolver.has_synced()
                 && self.endpoints.sees(&self.own_id)
-                && self.discovery.as_ref().is_none_or(|(cache, peer_ids)| {
-                    peer_ids.borrow().as_ref().is_some_and(|ids| {
-                        ids.iter()
-                            .all(|(id, _)| cache.has_reached(id) || !self.endpoints.is_reachable(id))
-                    })
-                })
+                && self.discovery.as_ref().is_none_or(DiscoveryPeers::is_ready)
         })
     }
 }
@@ -298,18 +292,19 @@ pub async fn install(
     });
 
     // Both modes follow the peers' identity leases and publish a receipt of the peers they know.
-    let (peer_ids_tx, peer_ids) = watch::channel(None);
+    let (leases_tx, peer_leases) = watch::channel(None);
     tasks.spawn(run_identity_lease_informer(
         state.clone(),
-        peer_ids_tx,
+        leases_tx,
         cancel.clone(),
     ));
     let receipts = publish_receipts(state, tasks, cancel);
 
-    let mode = state.options.peer_resolution_mode;
-    let layer = match mode {
+    let builder = MvpLayer::builder(state.server_id.clone(), endpoints.clone(), transport).metrics(metrics);
+    let (layer, resolver, discovery): (_, Arc<dyn PeerResolver>, _) = match state.options.peer_resolution_mode
+    {
         PeerResolutionMode::StorageVersion => {
-            let resolver = Arc::new(StorageVersionResolver::new(state.server_id.clone()));
+            let (layer, resolver) = builder.storage_version();
             tasks.spawn(run_storage_version_informer(
                 state.store.clone(),
                 resolver.clone(),
@@ -318,68 +313,73 @@ pub async fn install(
             // StorageVersion mode asks peers for nothing, so its receipt says whom it can address:
             // a peer coming up waits until this proxy knows its address (else the alpha 503).
             tasks.spawn(run_address_receipts(
-                peer_ids,
+                state.server_id.clone(),
+                peer_leases,
                 endpoints.clone(),
                 receipts,
                 cancel.clone(),
             ));
-            state.set_proxy(
-                resolver.clone(),
-                ProxyReadiness {
-                    own_id: state.server_id.clone(),
-                    resolver: resolver.clone(),
-                    discovery: None,
-                    endpoints: endpoints.clone(),
-                    passed: Latch::default(),
-                },
-            );
-            MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
+            (layer, resolver, None)
         }
         PeerResolutionMode::Discovery => {
-            let local = Arc::new(LocalDiscoveryCache::new());
-            let peers = Arc::new(PeerDiscoveryCache::new());
+            let served = state.served.clone();
+            let config = DiscoveryConfig::new(move || served_gvrs(&served.borrow()))
+                .local_refresh(state.options.local_discovery_refresh)
+                .exclusion_grace(state.options.gv_exclusion_grace_period);
+            let (layer, peers) = builder.discovery(config);
             if let Some(handler) = &state.peer_aggregated {
-                handler.set_peer_cache(peers.clone());
+                handler.set_peer_cache(peers.peer_cache().clone());
             }
-            tasks.spawn(run_local_discovery(state.clone(), local.clone(), cancel.clone()));
+            tasks.spawn(until_cancelled(peers.run(), cancel.clone()));
             tasks.spawn(crate::gv_exclusion::run_gv_exclusion(
                 state.store.clone(),
                 peers.clone(),
-                state.options.gv_exclusion_grace_period,
                 cancel.clone(),
             ));
-            let sync = PeerDiscoverySync::new(
+            tasks.spawn(feed_discovery_peers(
                 peers.clone(),
-                endpoints.clone(),
-                transport.clone(),
-                Some(metrics.clone()),
-            );
-            tasks.spawn(run_peer_discovery_sync(
-                sync,
-                peer_ids.clone(),
+                peer_leases,
                 endpoints.clone(),
                 receipts,
                 cancel.clone(),
             ));
-            let resolver = Arc::new(DiscoveryResolver::new(
-                state.server_id.clone(),
-                local,
-                peers.clone(),
-            ));
-            state.set_proxy(
-                resolver.clone(),
-                ProxyReadiness {
-                    own_id: state.server_id.clone(),
-                    resolver: resolver.clone(),
-                    discovery: Some((peers, peer_ids)),
-                    endpoints: endpoints.clone(),
-                    passed: Latch::default(),
-                },
-            );
-            MvpLayer::new(mode, resolver.clone(), resolver, endpoints, transport)
+            (layer, Arc::new(peers.clone()), Some(peers))
         }
     };
-    Ok(Some(layer.with_metrics(metrics)))
+    state.set_proxy(
+        resolver.clone(),
+        ProxyReadiness {
+            own_id: state.server_id.clone(),
+            resolver,
+            discovery,
+            endpoints,
+            passed: Latch::default(),
+        },
+    );
+    Ok(Some(layer))
+}
+
+/// The objects of an informer's list that decode as `T`; the others are skipped (a store holds
+/// only objects the API validated, so none should be).
+fn decoded<T: DeserializeOwned>(objects: &[Value]) -> Vec<T> {
+    objects
+        .iter()
+        .filter_map(|object| match T::deserialize(object) {
+            Ok(decoded) => Some(decoded),
+            Err(err) => {
+                tracing::warn!(error = %err, "skipping an object the peer proxy cannot read");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Runs `future` until `cancel` fires.
+async fn until_cancelled(future: impl std::future::Future<Output = ()>, cancel: CancellationToken) {
+    tokio::select! {
+        () = cancel.cancelled() => {}
+        () = future => {}
+    }
 }
 
 /// StorageVersion mode: keeps the resolver's index equal to the StorageVersion objects in the store.
@@ -390,61 +390,32 @@ async fn run_storage_version_informer(
 ) {
     let resource = StorageResource::new(crate::storage_version::GROUP, crate::storage_version::RESOURCE);
     run_informer(store, resource, None, cancel, move |objects| {
-        resolver.replace(StorageVersionIndex::from_objects(objects));
+        let storage_versions: Vec<StorageVersion> = decoded(objects);
+        resolver.replace(StorageVersionIndex::from_objects(&storage_versions));
         resolver.mark_synced();
     })
     .await;
 }
 
-/// Discovery mode, local side: the local discovery cache is a snapshot of what this server serves, taken at
-/// startup and then every `--local-discovery-refresh-seconds` (upstream: 30 min, docs/mvp-behaviour.md §1.4).
-/// CRDs and aggregated APIs that appear in between are kept local by [`crate::gv_exclusion`].
-async fn run_local_discovery(
-    state: Arc<ServerState>,
-    local: Arc<LocalDiscoveryCache>,
-    cancel: CancellationToken,
-) {
-    let mut interval = tokio::time::interval(state.options.local_discovery_refresh);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            _ = interval.tick() => {}
-        }
-        let gvrs = served_gvrs(&state.served.borrow());
-        local.replace(gvrs);
-    }
-}
-
-/// Discovery mode, peer side: the lease informer publishes the valid peer IDs when an identity lease
-/// is added, deleted or changes holder (a restart), but not on renewals (docs/mvp-behaviour.md §2.3).
+/// Both modes: the identity leases of `kube-system`, published when one is added or deleted or
+/// changes holder (a restart), not on renewals (docs/mvp-behaviour.md §2.3).
 async fn run_identity_lease_informer(
     state: Arc<ServerState>,
-    peer_ids: watch::Sender<PeerIds>,
+    leases: watch::Sender<IdentityLeases>,
     cancel: CancellationToken,
 ) {
     let resource = StorageResource::new("coordination.k8s.io", "leases");
-    let own_id = state.server_id.clone();
     run_informer(
         state.store.clone(),
         resource,
         Some(IDENTITY_LEASE_NAMESPACE),
         cancel,
-        move |leases| {
-            let ids: Vec<(String, String)> = leases
-                .iter()
-                .filter(|l| is_valid_peer_identity_lease(l, &own_id))
-                .filter_map(|l| {
-                    let name = l.pointer("/metadata/name")?.as_str()?;
-                    let holder = l.pointer("/spec/holderIdentity")?.as_str()?;
-                    Some((name.to_owned(), holder.to_owned()))
-                })
-                .collect();
-            // A renewal changes neither names nor holders, so it sends nothing.
-            peer_ids.send_if_modified(|current| {
-                let changed = current.as_deref() != Some(&ids);
+        move |objects| {
+            let listed: Vec<Lease> = decoded(objects);
+            leases.send_if_modified(|current| {
+                let changed = current.as_deref() != Some(&listed);
                 if changed {
-                    *current = Some(Arc::new(ids));
+                    *current = Some(Arc::new(listed));
                 }
                 changed
             });
@@ -476,18 +447,20 @@ fn publish_receipts(
 /// StorageVersion mode's receipt: the peers (with their lease holders) whose address this proxy
 /// holds, renewed whenever the leases or the addresses change.
 async fn run_address_receipts(
-    mut peer_ids: watch::Receiver<PeerIds>,
+    own_id: String,
+    mut leases: watch::Receiver<IdentityLeases>,
     endpoints: Arc<StorePeerEndpoints>,
     receipts: watch::Sender<Option<peer_receipts::Receipt>>,
     cancel: CancellationToken,
 ) {
     let mut addresses = endpoints.subscribe();
     loop {
-        if let Some(ids) = peer_ids.borrow_and_update().clone() {
-            let receipt: peer_receipts::Receipt = ids
+        if let Some(listed) = leases.borrow_and_update().clone() {
+            let receipt: peer_receipts::Receipt = listed
                 .iter()
-                .filter(|(id, _)| endpoints.is_reachable(id))
-                .cloned()
+                .filter(|lease| lease.is_peer_identity_lease_of(&own_id))
+                .filter(|lease| endpoints.is_reachable(&lease.metadata.name))
+                .filter_map(|lease| Some((lease.metadata.name.clone(), lease.spec.holder_identity.clone()?)))
                 .collect();
             receipts.send_if_modified(|current| {
                 let changed = current.as_ref() != Some(&receipt);
@@ -499,86 +472,44 @@ async fn run_address_receipts(
         }
         tokio::select! {
             () = cancel.cancelled() => return,
-            changed = peer_ids.changed() => if changed.is_err() { return },
+            changed = leases.changed() => if changed.is_err() { return },
             changed = addresses.changed() => if changed.is_err() { return },
         }
     }
 }
 
-/// Discovery mode: the work queue of upstream's `peer-discovery-cache-sync`, with one key. An
-/// attempt is a full sync of the peers the lease informer last listed. It runs when that list
-/// changes (a lease added, deleted or held by a new run), when a peer the last attempt could not
-/// address publishes its address (a starting peer's lease exists before its endpoint record; waiting
-/// for the backoff would leave a window of false 404s), and again after a failed attempt, with
-/// client-go's backoff, up to [`MAX_RETRIES`] times. As in a work queue, an attempt under way is
-/// never abandoned for new work: the new work runs right after it. After each attempt the peers it
-/// reached, with the lease holders it was given, go to `receipts`.
-async fn run_peer_discovery_sync(
-    sync: PeerDiscoverySync,
-    mut peer_ids: watch::Receiver<PeerIds>,
+/// Discovery mode: hands the library what this server's informers see (identity leases, a change
+/// of peer addresses) and publishes, as this server's receipt, the peer runs whose discovery the
+/// proxy holds after each sync.
+async fn feed_discovery_peers(
+    peers: DiscoveryPeers,
+    mut leases: watch::Receiver<IdentityLeases>,
     endpoints: Arc<StorePeerEndpoints>,
     receipts: watch::Sender<Option<peer_receipts::Receipt>>,
     cancel: CancellationToken,
 ) {
     let mut addresses = endpoints.subscribe();
-    let cache = sync.cache().clone();
-    // The addresses the last attempt used: a peer that comes back at another address (a restart
-    // on a new port, its old record not yet lapsed) is asked again there, even though the attempt
-    // at the old address "reached" it with a transport error.
-    let mut used = addresses.borrow().clone();
-    let worth_asking =
-        |ids: &[(String, String)], now: &HashMap<String, String>, used: &HashMap<String, String>| {
-            ids.iter().any(|(id, _)| {
-                let moved = now.get(id).is_some_and(|address| used.get(id) != Some(address));
-                moved || (!cache.has_reached(id) && endpoints.is_reachable(id))
-            })
-        };
-    // The first list the informer publishes is work too, whether it came before this task started
-    // or comes after.
-    let mut pending = true;
-    let mut failures = 0u32;
+    let mut known = peers.known_peers();
     loop {
-        let ids = peer_ids.borrow_and_update().clone();
-        if let Some(ids) = ids.filter(|_| pending) {
-            used = addresses.borrow().clone();
-            let names: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
-            let result = tokio::select! {
-                () = cancel.cancelled() => return,
-                result = sync.sync(&names) => result,
-            };
-            cache.mark_synced();
-            // Only peers whose discovery this proxy holds: a peer this attempt could not fetch
-            // (it counts as reached for this server's own readiness, so one broken peer cannot
-            // hold everyone back) must not take itself for known.
-            let entries = cache.entries();
-            let receipt = ids
+        if let Some(listed) = leases.borrow_and_update().clone() {
+            peers.set_identity_leases(listed.iter());
+        }
+        if addresses.has_changed().unwrap_or(false) {
+            addresses.borrow_and_update();
+            peers.peer_endpoints_changed();
+        }
+        if let Some(runs) = known.borrow_and_update().clone() {
+            let receipt = runs
                 .iter()
-                .filter(|(id, _)| entries.contains_key(id))
-                .cloned()
+                .map(|run| (run.server_id.clone(), run.holder_identity.clone()))
                 .collect();
             receipts.send_replace(Some(receipt));
-            failures = if result.is_ok() { 0 } else { failures + 1 };
         }
-        let retry = failures > 0 && failures <= MAX_RETRIES;
-        let backoff = backoff(failures.saturating_sub(1));
         tokio::select! {
             () = cancel.cancelled() => return,
-            changed = peer_ids.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                failures = 0;
-                pending = true;
-            }
-            changed = addresses.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                let ids = peer_ids.borrow().clone();
-                let now = addresses.borrow().clone();
-                pending = ids.is_some_and(|ids| worth_asking(&ids, &now, &used));
-            }
-            () = tokio::time::sleep(backoff), if retry => pending = true,
+            changed = leases.changed() => if changed.is_err() { return },
+            changed = addresses.changed() => if changed.is_err() { return },
+            changed = known.changed() => if changed.is_err() { return },
         }
     }
 }

@@ -17,8 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use mvp_core::{
-    MvpLayer, PeerEndpoints, PeerResolutionMode, PeerTlsConfig, PeerTransport, StorageVersionIndex,
-    StorageVersionResolver, UserInfo,
+    MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport, StorageVersion, StorageVersionIndex, UserInfo,
 };
 use tower::ServiceBuilder;
 
@@ -41,23 +40,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // What StorageVersion objects would say: "a" (us) stores pods, "b" stores jobs.
-    let resolver = Arc::new(StorageVersionResolver::new("a"));
-    resolver.replace(StorageVersionIndex::from_objects(&[
-        serde_json::json!({"metadata": {"name": "core.pods"},
-            "status": {"storageVersions": [{"apiServerID": "a", "servedVersions": ["v1"]}]}}),
-        serde_json::json!({"metadata": {"name": "batch.jobs"},
-            "status": {"storageVersions": [{"apiServerID": "b", "servedVersions": ["batch/v1"]}]}}),
-    ]));
-    resolver.mark_synced();
-
     let transport = PeerTransport::new(&PeerTlsConfig::from_files(ca, cert, key)?)?;
-    let mvp = MvpLayer::new(
-        PeerResolutionMode::StorageVersion,
-        resolver.clone(),
-        resolver,
-        Arc::new(Endpoints(peer.clone())),
-        transport,
-    );
+    let (mvp, storage_versions) =
+        MvpLayer::builder("a", Arc::new(Endpoints(peer.clone())), transport).storage_version();
+    let objects: Vec<StorageVersion> = serde_json::from_value(serde_json::json!([
+        {"metadata": {"name": "core.pods"},
+            "status": {"storageVersions": [{"apiServerID": "a", "servedVersions": ["v1"]}]}},
+        {"metadata": {"name": "batch.jobs"},
+            "status": {"storageVersions": [{"apiServerID": "b", "servedVersions": ["batch/v1"]}]}},
+    ]))?;
+    storage_versions.replace(StorageVersionIndex::from_objects(&objects));
+    storage_versions.mark_synced();
     let local = tower::service_fn(|req: Request<Incoming>| async move {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(format!(
             "served locally: {}\n",

@@ -95,7 +95,7 @@ impl PeerDiscoverySync {
     }
 
     /// One full rebuild from the given valid peer IDs (see
-    /// [`crate::peer_discovery::is_valid_peer_identity_lease`]). The cache is replaced even
+    /// [`Lease::is_peer_identity_lease_of`](crate::Lease::is_peer_identity_lease_of)). The cache is replaced even
     /// when some peers failed; the last error is returned. Which peers had an address is
     /// recorded too ([`PeerDiscoveryCache::has_reached`]).
     pub async fn sync(&self, peer_ids: &[String]) -> Result<(), PeerDiscoveryError> {

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use tower::Layer;
 
 use crate::decision::PeerResolutionMode;
+use crate::discovery_peers::{DiscoveryConfig, DiscoveryPeers};
 use crate::metrics::MvpMetrics;
 use crate::resolve::{LocalServedResources, PeerChooser, PeerEndpoints, PeerResolver, RandomPeerChooser};
 use crate::service::Mvp;
+use crate::storage_version::StorageVersionResolver;
 use crate::transport::PeerTransport;
 
 /// Everything the filter reads on each request, shared by all clones.
@@ -41,37 +43,22 @@ impl std::fmt::Debug for MvpLayer {
 }
 
 impl MvpLayer {
-    /// A layer answering "who serves what" with `local` and `peers`, reaching peers at the
-    /// addresses of `endpoints` through `transport`. Peers are chosen at random; no metrics
-    /// are recorded until [`MvpLayer::with_metrics`].
-    pub fn new(
-        mode: PeerResolutionMode,
-        local: Arc<dyn LocalServedResources>,
-        peers: Arc<dyn PeerResolver>,
+    /// Starts building the layer of server `server_id`, which reaches its peers at the
+    /// addresses of `endpoints` (upstream's peer endpoint leases) through `transport`. Finish
+    /// with one of the peer-resolution modes: [`MvpBuilder::discovery`],
+    /// [`MvpBuilder::storage_version`] or [`MvpBuilder::resolver`].
+    pub fn builder(
+        server_id: impl Into<String>,
         endpoints: Arc<dyn PeerEndpoints>,
         transport: PeerTransport,
-    ) -> Self {
-        Self {
-            shared: Arc::new(Shared {
-                mode,
-                local,
-                peers,
-                endpoints,
-                chooser: Arc::new(RandomPeerChooser),
-                transport,
-                metrics: None,
-            }),
+    ) -> MvpBuilder {
+        MvpBuilder {
+            server_id: server_id.into(),
+            endpoints,
+            transport,
+            chooser: Arc::new(RandomPeerChooser),
+            metrics: None,
         }
-    }
-
-    /// Records `apiserver_rerouted_request_total` and friends in `metrics`.
-    pub fn with_metrics(self, metrics: MvpMetrics) -> Self {
-        self.map_shared(|s| s.metrics = Some(metrics))
-    }
-
-    /// Replaces the random peer choice (for deterministic tests).
-    pub fn with_chooser(self, chooser: impl PeerChooser) -> Self {
-        self.map_shared(|s| s.chooser = Arc::new(chooser))
     }
 
     /// The peer-resolution semantics in use.
@@ -79,27 +66,96 @@ impl MvpLayer {
         self.shared.mode
     }
 
-    fn map_shared(self, f: impl FnOnce(&mut Shared)) -> Self {
-        let mut shared = match Arc::try_unwrap(self.shared) {
-            Ok(shared) => shared,
-            Err(arc) => Shared {
-                mode: arc.mode,
-                local: arc.local.clone(),
-                peers: arc.peers.clone(),
-                endpoints: arc.endpoints.clone(),
-                chooser: arc.chooser.clone(),
-                transport: arc.transport.clone(),
-                metrics: arc.metrics.clone(),
-            },
-        };
-        f(&mut shared);
-        Self {
-            shared: Arc::new(shared),
-        }
-    }
-
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+}
+
+/// Builds an [`MvpLayer`] (see [`MvpLayer::builder`]). Each way to finish it fixes the mode and
+/// the resolver together, so a layer cannot follow one mode's semantics with the other's data.
+pub struct MvpBuilder {
+    server_id: String,
+    endpoints: Arc<dyn PeerEndpoints>,
+    transport: PeerTransport,
+    chooser: Arc<dyn PeerChooser>,
+    metrics: Option<MvpMetrics>,
+}
+
+impl std::fmt::Debug for MvpBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MvpBuilder")
+            .field("server_id", &self.server_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MvpBuilder {
+    /// Records `apiserver_rerouted_request_total` and friends (and, in Discovery mode, the
+    /// peer discovery sync errors) in `metrics`. Without it nothing is recorded.
+    pub fn metrics(mut self, metrics: MvpMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Replaces upstream's uniformly random choice among the peers that serve a resource
+    /// (for deterministic tests: `|_| 0` always takes the first).
+    pub fn chooser(mut self, chooser: impl PeerChooser) -> Self {
+        self.chooser = Arc::new(chooser);
+        self
+    }
+
+    /// Discovery mode (upstream beta, the default from 1.33): peers are found through their
+    /// aggregated discovery. Returns the layer and the [`DiscoveryPeers`] the server feeds
+    /// (identity leases, address changes, CRD/APIService group versions) and runs.
+    pub fn discovery(self, config: DiscoveryConfig) -> (MvpLayer, DiscoveryPeers) {
+        let peers = DiscoveryPeers::new(
+            self.server_id.clone(),
+            self.endpoints.clone(),
+            self.transport.clone(),
+            self.metrics.clone(),
+            config,
+        );
+        let resolver = peers.resolver();
+        (self.finish(PeerResolutionMode::Discovery, resolver), peers)
+    }
+
+    /// StorageVersion mode (upstream alpha, 1.28–1.32): peers are found through the
+    /// StorageVersion objects every server writes. Returns the layer and the resolver the
+    /// server's StorageVersion informer feeds ([`StorageVersionResolver::replace`],
+    /// [`StorageVersionResolver::mark_synced`]).
+    pub fn storage_version(self) -> (MvpLayer, Arc<StorageVersionResolver>) {
+        let resolver = Arc::new(StorageVersionResolver::new(self.server_id.clone()));
+        (
+            self.finish(PeerResolutionMode::StorageVersion, resolver.clone()),
+            resolver,
+        )
+    }
+
+    /// A resolver of the server's own (another source of peer capability, or a test double),
+    /// answering both "served here?" and "served by which peers?", with the semantics of `mode`
+    /// where the two modes differ (docs/mvp-behaviour.md §1.3).
+    pub fn resolver<R>(self, mode: PeerResolutionMode, resolver: Arc<R>) -> MvpLayer
+    where
+        R: LocalServedResources + PeerResolver,
+    {
+        self.finish(mode, resolver)
+    }
+
+    fn finish<R>(self, mode: PeerResolutionMode, resolver: Arc<R>) -> MvpLayer
+    where
+        R: LocalServedResources + PeerResolver,
+    {
+        MvpLayer {
+            shared: Arc::new(Shared {
+                mode,
+                local: resolver.clone(),
+                peers: resolver,
+                endpoints: self.endpoints,
+                chooser: self.chooser,
+                transport: self.transport,
+                metrics: self.metrics,
+            }),
+        }
     }
 }
 

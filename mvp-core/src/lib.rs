@@ -24,7 +24,7 @@
 //!
 //! ```no_run
 //! use std::{convert::Infallible, sync::Arc};
-//! use mvp_core::{MvpLayer, PeerEndpoints, PeerResolutionMode, PeerTlsConfig, PeerTransport, StorageVersionResolver};
+//! use mvp_core::{MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport};
 //!
 //! /// Where peers listen (a real server reads its peer endpoint leases).
 //! struct Endpoints;
@@ -41,14 +41,10 @@
 //!     "/etc/kubernetes/pki/front-proxy-client.crt",  // --proxy-client-cert-file
 //!     "/etc/kubernetes/pki/front-proxy-client.key",  // --proxy-client-key-file
 //! )?;
-//! let resolver = Arc::new(StorageVersionResolver::new("apiserver-abc"));
-//! let layer = MvpLayer::new(
-//!     PeerResolutionMode::StorageVersion,
-//!     resolver.clone(),
-//!     resolver,
-//!     Arc::new(Endpoints),
-//!     PeerTransport::new(&tls)?,
-//! );
+//! let (layer, storage_versions) =
+//!     MvpLayer::builder("apiserver-abc", Arc::new(Endpoints), PeerTransport::new(&tls)?).storage_version();
+//! // Feed `storage_versions` from a StorageVersion informer: `replace(...)`, then `mark_synced()`.
+//! # let _ = storage_versions;
 //! let local = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
 //!     Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("local"))))
 //! });
@@ -64,11 +60,14 @@ pub mod body;
 pub mod decision;
 pub mod discovery_fetch;
 pub mod discovery_merge;
+pub mod discovery_peers;
 pub mod forward;
 pub mod future;
+mod gv_exclusion;
 pub mod gvr;
 pub mod layer;
 pub mod metrics;
+pub mod objects;
 pub mod peer_discovery;
 pub mod peer_tls;
 pub mod proxy;
@@ -94,9 +93,11 @@ pub use body::{BoxError, MvpBody};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};
 pub use discovery_fetch::PeerDiscoverySync;
 pub use discovery_merge::{merge_peer_discovery, merge_preserving_relative_order};
+pub use discovery_peers::{DiscoveryConfig, DiscoveryPeers, LocalResources, PeerRun};
 pub use gvr::GroupVersionResource;
-pub use layer::MvpLayer;
+pub use layer::{MvpBuilder, MvpLayer};
 pub use metrics::{MetricsGeneration, MvpMetrics};
+pub use objects::{ApiService, CustomResourceDefinition, GroupVersion, Lease, StorageVersion};
 pub use peer_discovery::{DiscoveryResolver, LocalDiscoveryCache, PeerDiscoveryCache, PeerDiscoveryEntry};
 pub use peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
 pub use request_info::{RequestInfo, RequestInfoError};

@@ -14,11 +14,7 @@ use crate::gvr::GroupVersionResource;
 use crate::resolve::{LocalServedResources, PeerResolver};
 use crate::snapshot::Snapshot;
 
-/// The label identity leases of kube-apiservers carry (`key=value`).
-pub const IDENTITY_LEASE_LABEL: (&str, &str) = ("apiserver.kubernetes.io/identity", "kube-apiserver");
-
-/// A (group, version) pair, used to exclude local CRD/APIService group versions.
-pub type GroupVersion = (String, String);
+pub use crate::objects::GroupVersion;
 
 /// Every resource entry of an aggregated discovery document (`APIGroupDiscoveryList` JSON;
 /// `metadata.name` is the group, `""` for the core group), with its group and version.
@@ -48,26 +44,6 @@ pub fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
             Some(GroupVersionResource::new(group, version, r))
         })
         .collect()
-}
-
-/// Whether a Lease (JSON) is a valid *peer* identity lease for the server `own_id`: it has
-/// the identity label, is not this server's own lease, and has a `spec.holderIdentity`.
-/// Expiry is deliberately not checked (docs/mvp-behaviour.md §2.3, checklist 35).
-pub fn is_valid_peer_identity_lease(lease: &Value, own_id: &str) -> bool {
-    let (key, value) = IDENTITY_LEASE_LABEL;
-    let labelled = lease
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(key))
-        .and_then(Value::as_str)
-        == Some(value);
-    let name = lease
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let holder = lease
-        .pointer("/spec/holderIdentity")
-        .is_some_and(Value::is_string);
-    labelled && name != own_id && holder
 }
 
 /// What one peer serves, from its `/api` and `/apis` discovery.
@@ -291,6 +267,11 @@ impl DiscoveryResolver {
         }
     }
 
+    /// This server's ID.
+    pub fn server_id(&self) -> &str {
+        &self.server_id
+    }
+
     /// The local discovery cache.
     pub fn local(&self) -> &Arc<LocalDiscoveryCache> {
         &self.local
@@ -358,32 +339,6 @@ mod tests {
         assert_eq!(e.groups.len(), 1, "core excluded, batch once");
         assert_eq!(e.groups[0]["versions"][0]["version"], "v1");
         assert!(PeerDiscoveryEntry::from_discovery_lists([]).is_empty());
-    }
-
-    #[test]
-    fn lease_validity_matches_upstream() {
-        let lease = |name: &str, label: Option<&str>, holder: Option<&str>| {
-            let labels = label.map_or(json!({}), |l| json!({"apiserver.kubernetes.io/identity": l}));
-            json!({"metadata": {"name": name, "namespace": "kube-system", "labels": labels},
-                   "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600}})
-        };
-        assert!(is_valid_peer_identity_lease(
-            &lease("b", Some("kube-apiserver"), Some("b_1")),
-            "a"
-        ));
-        assert!(!is_valid_peer_identity_lease(
-            &lease("a", Some("kube-apiserver"), Some("a_1")),
-            "a"
-        ));
-        assert!(!is_valid_peer_identity_lease(
-            &lease("b", Some("other"), Some("b_1")),
-            "a"
-        ));
-        assert!(!is_valid_peer_identity_lease(&lease("b", None, Some("b_1")), "a"));
-        assert!(!is_valid_peer_identity_lease(
-            &lease("b", Some("kube-apiserver"), None),
-            "a"
-        ));
     }
 
     #[test]

@@ -234,9 +234,10 @@ mod tests {
         let registry = prometheus::Registry::new();
         let metrics = MvpMetrics::register(&registry, MetricsGeneration::V1_36).unwrap();
         let cluster = Arc::new(cluster);
-        let layer = MvpLayer::new(mode, cluster.clone(), cluster.clone(), cluster, transport())
-            .with_metrics(metrics)
-            .with_chooser(|_: usize| 0);
+        let layer = MvpLayer::builder("a", cluster.clone(), transport())
+            .metrics(metrics)
+            .chooser(|_: usize| 0)
+            .resolver(mode, cluster);
         Harness { registry, layer }
     }
 

@@ -9,9 +9,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::Value;
-
 use crate::gvr::GroupVersionResource;
+use crate::objects::StorageVersion;
 use crate::resolve::{LocalServedResources, PeerResolver};
 use crate::snapshot::Snapshot;
 
@@ -26,8 +25,8 @@ pub struct StorageVersionIndex {
 }
 
 impl StorageVersionIndex {
-    /// Builds the index from StorageVersion objects (JSON, as served by the API).
-    pub fn from_objects<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Self {
+    /// Builds the index from StorageVersion objects.
+    pub fn from_objects<'a>(objects: impl IntoIterator<Item = &'a StorageVersion>) -> Self {
         let mut index = Self::default();
         for obj in objects {
             index.apply(None, Some(obj));
@@ -38,7 +37,7 @@ impl StorageVersionIndex {
     /// Applies an informer event as upstream does: every GVR derived from `old`'s served
     /// versions is dropped (for all servers), then `new`'s entries are added. Add = `(None,
     /// Some)`, update = `(Some, Some)`, delete = `(Some, None)`.
-    pub fn apply(&mut self, old: Option<&Value>, new: Option<&Value>) {
+    pub fn apply(&mut self, old: Option<&StorageVersion>, new: Option<&StorageVersion>) {
         if let Some(old) = old {
             for (gvr, _) in served(old) {
                 self.servers.remove(&gvr);
@@ -75,25 +74,18 @@ impl StorageVersionIndex {
 
 /// `(GVR, apiServerID)` pairs a StorageVersion object contributes; nothing for a name
 /// without `.` (upstream logs "invalid storage version name" and skips it).
-fn served(obj: &Value) -> Vec<(GroupVersionResource, String)> {
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let Some((group, resource)) = name.rsplit_once('.') else {
+fn served(obj: &StorageVersion) -> Vec<(GroupVersionResource, String)> {
+    let Some((group, resource)) = obj.metadata.name.rsplit_once('.') else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    let entries = obj.pointer("/status/storageVersions").and_then(Value::as_array);
-    for entry in entries.into_iter().flatten() {
-        let server = entry.get("apiServerID").and_then(Value::as_str).unwrap_or("");
-        let versions = entry.get("servedVersions").and_then(Value::as_array);
-        for v in versions.into_iter().flatten().filter_map(Value::as_str) {
+    for entry in &obj.status.storage_versions {
+        for v in &entry.served_versions {
             let parts: Vec<&str> = v.split('/').collect();
-            let version = if parts.len() == 2 { parts[1] } else { v };
+            let version = if parts.len() == 2 { parts[1] } else { v.as_str() };
             out.push((
                 GroupVersionResource::new(group, version, resource),
-                server.to_owned(),
+                entry.api_server_id.clone(),
             ));
         }
     }
@@ -130,7 +122,7 @@ impl StorageVersionResolver {
     }
 
     /// Applies one informer event (see [`StorageVersionIndex::apply`]).
-    pub fn apply(&self, old: Option<&Value>, new: Option<&Value>) {
+    pub fn apply(&self, old: Option<&StorageVersion>, new: Option<&StorageVersion>) {
         self.index.update(|current| {
             let mut next = current.clone();
             next.apply(old, new);
@@ -177,15 +169,16 @@ impl PeerResolver for StorageVersionResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn sv(name: &str, entries: &[(&str, &[&str])]) -> Value {
+    fn sv(name: &str, entries: &[(&str, &[&str])]) -> StorageVersion {
         let svs: Vec<Value> = entries
             .iter()
             .map(|(id, versions)| json!({"apiServerID": id, "encodingVersion": "v1", "servedVersions": versions}))
             .collect();
-        json!({"apiVersion": "internal.apiserver.k8s.io/v1alpha1", "kind": "StorageVersion",
-               "metadata": {"name": name}, "status": {"storageVersions": svs}})
+        serde_json::from_value(json!({"apiVersion": "internal.apiserver.k8s.io/v1alpha1",
+            "kind": "StorageVersion", "metadata": {"name": name}, "status": {"storageVersions": svs}}))
+        .unwrap()
     }
 
     #[test]

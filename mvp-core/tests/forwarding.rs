@@ -51,14 +51,9 @@ fn layer(pki: &Pki, peer: &Peer, registry: &prometheus::Registry) -> MvpLayer {
     )])));
     let transport = PeerTransport::new(&pki.peer_tls("misty")).unwrap();
     let metrics = MvpMetrics::register(registry, MetricsGeneration::V1_36).unwrap();
-    MvpLayer::new(
-        PeerResolutionMode::Discovery,
-        resolver.clone(),
-        resolver,
-        endpoints,
-        transport,
-    )
-    .with_metrics(metrics)
+    MvpLayer::builder("a", endpoints, transport)
+        .metrics(metrics)
+        .resolver(PeerResolutionMode::Discovery, resolver)
 }
 
 fn local_inner() -> impl tower::Service<
@@ -369,7 +364,8 @@ async fn discovery_sync_fetches_peer_api_and_apis_as_system_apiserver() {
             assert_eq!(user.groups, ["system:authenticated"]);
             assert_eq!(
                 p.req.headers()["accept"],
-                mvp_core::discovery_fetch::DISCOVERY_ACCEPT,
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer,\
+                 application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
                 "nopeer, then v2, then v1"
             );
             let doc = match p.req.uri().path() {

@@ -1,0 +1,194 @@
+//! Discovery mode driven as an embedding server drives it: identity leases, address changes and
+//! extension group versions fed into `DiscoveryPeers`, real peers over mTLS on 127.0.0.1.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use mvp_core::{
+    DiscoveryConfig, DiscoveryPeers, GroupVersionResource, Lease, MvpLayer, PeerEndpoints, PeerRun,
+    PeerTransport, UserInfo,
+};
+use serde_json::json;
+use support::{Peer, Pki, full, start_peer};
+use tower::{Layer, ServiceExt};
+
+/// Addresses a test can change, as a server's peer endpoint records change.
+#[derive(Default)]
+struct Endpoints(RwLock<HashMap<String, String>>);
+
+impl Endpoints {
+    fn set(&self, id: &str, address: &str) {
+        self.0.write().unwrap().insert(id.to_owned(), address.to_owned());
+    }
+}
+
+impl PeerEndpoints for Endpoints {
+    fn endpoint(&self, id: &str) -> Option<String> {
+        self.0.read().unwrap().get(id).cloned()
+    }
+}
+
+/// A peer serving `group`/v1 `widgets` in its discovery and answering every other request with
+/// its name; it counts discovery fetches.
+async fn peer(pki: &Pki, name: &'static str, group: &'static str) -> (Peer, Arc<AtomicUsize>) {
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let counted = fetches.clone();
+    let peer = start_peer(pki, pki.serving(), &[b"h2", b"http/1.1"], move |p| {
+        let counted = counted.clone();
+        async move {
+            let doc = match p.req.uri().path() {
+                "/api" => json!({"kind": "APIGroupDiscoveryList", "items": []}),
+                "/apis" => json!({"kind": "APIGroupDiscoveryList", "items": [{"metadata": {"name": group},
+                    "versions": [{"version": "v1", "resources": [{"resource": "widgets", "verbs": ["get"]}]}]}]}),
+                _ => return Response::new(full(format!("served by {name}"))),
+            };
+            counted.fetch_add(1, Ordering::SeqCst);
+            Response::new(full(doc.to_string()))
+        }
+    })
+    .await;
+    (peer, fetches)
+}
+
+fn lease(name: &str, holder: &str) -> Lease {
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "kube-system",
+        "labels": {"apiserver.kubernetes.io/identity": "kube-apiserver"}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600}}))
+    .unwrap()
+}
+
+/// Who answers `GET /apis/<group>/v1/widgets` through the layer: a peer's name, or "local".
+async fn answer(layer: &MvpLayer, group: &str) -> String {
+    let inner = tower::service_fn(|_req: Request<Full<Bytes>>| async {
+        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("local"))))
+    });
+    let mut req = Request::get(format!("/apis/{group}/v1/widgets"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    req.extensions_mut().insert(UserInfo::new("alice"));
+    let response = layer.layer(inner).oneshot(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+fn known(peers: &DiscoveryPeers) -> Vec<PeerRun> {
+    peers
+        .known_peers()
+        .borrow()
+        .as_deref()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn run(id: &str, holder: &str) -> PeerRun {
+    PeerRun {
+        server_id: id.to_owned(),
+        holder_identity: holder.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
+    let pki = Pki::new();
+    let (b, b_fetches) = peer(&pki, "b", "b.example.com").await;
+    let (c, c_fetches) = peer(&pki, "c", "c.example.com").await;
+    let endpoints = Arc::new(Endpoints::default());
+    endpoints.set("b", &b.addr.to_string());
+    let transport = PeerTransport::new(&pki.peer_tls("front-proxy-client")).unwrap();
+    let config = DiscoveryConfig::new(|| HashSet::from([GroupVersionResource::new("", "v1", "pods")]))
+        .exclusion_grace(Duration::from_millis(400));
+    let (layer, peers) = MvpLayer::builder("a", endpoints.clone(), transport)
+        .chooser(|_: usize| 0)
+        .discovery(config);
+    let driver = tokio::spawn(peers.run());
+
+    // No lease list yet: nothing synced, every request local.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!peers.has_synced() && !peers.is_ready());
+    assert_eq!(answer(&layer, "b.example.com").await, "local");
+
+    // The informer lists a's own lease and b's: b is asked, once per path.
+    peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_1")]);
+    eventually("b's discovery is known", async || peers.is_ready()).await;
+    assert_eq!(answer(&layer, "b.example.com").await, "served by b");
+    assert_eq!(b_fetches.load(Ordering::SeqCst), 2, "/api and /apis");
+    assert_eq!(known(&peers), [run("b", "b_1")]);
+
+    // A renewal changes neither names nor holders: no sync.
+    peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_1")]);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(b_fetches.load(Ordering::SeqCst), 2);
+
+    // b restarted (new holder): synced again.
+    peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2")]);
+    eventually("b's new run is known", async || {
+        known(&peers) == [run("b", "b_2")]
+    })
+    .await;
+    assert_eq!(b_fetches.load(Ordering::SeqCst), 4);
+
+    // c has a lease but no address yet: unreachable, so it holds neither readiness nor requests.
+    peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2"), lease("c", "c_1")]);
+    // (A sync that could not address c failed: it is retried with backoff, b asked each time.)
+    eventually("the lease list is synced", async || {
+        b_fetches.load(Ordering::SeqCst) >= 6
+    })
+    .await;
+    assert!(peers.is_ready());
+    assert_eq!(answer(&layer, "c.example.com").await, "local");
+    // Its address is published: asked at once, not after a backoff.
+    endpoints.set("c", &c.addr.to_string());
+    peers.peer_endpoints_changed();
+    eventually("c is known", async || {
+        answer(&layer, "c.example.com").await == "served by c"
+    })
+    .await;
+    assert!(c_fetches.load(Ordering::SeqCst) >= 2);
+    assert_eq!(known(&peers), [run("b", "b_2"), run("c", "c_1")]);
+
+    // A CRD of this server now serves b.example.com/v1: that group version stays local ...
+    peers.set_extension_group_versions([("b.example.com".to_owned(), "v1".to_owned())]);
+    eventually("b.example.com is excluded", async || {
+        answer(&layer, "b.example.com").await == "local"
+    })
+    .await;
+    assert_eq!(answer(&layer, "c.example.com").await, "served by c");
+    // ... and for the grace period after the CRD is deleted, then is proxied again.
+    peers.set_extension_group_versions([]);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        answer(&layer, "b.example.com").await,
+        "local",
+        "within the grace period"
+    );
+    eventually("the grace period ends", async || {
+        answer(&layer, "b.example.com").await == "served by b"
+    })
+    .await;
+
+    // c's lease is deleted: its group is no longer proxied.
+    peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2")]);
+    eventually("c is forgotten", async || {
+        answer(&layer, "c.example.com").await == "local"
+    })
+    .await;
+    driver.abort();
+}
