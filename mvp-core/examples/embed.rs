@@ -1,12 +1,19 @@
-//! Run with: `cargo run -p mvp-core --example embed -- <peer-ca.crt> <proxy-client.crt> <proxy-client.key> <peer host:port>`
+//! Run with: `cargo build -p apiserver-fake && cargo run -p mvp-core --example embed`
+//! (add `-- --once` to check the answers and exit), or against a peer of your own:
+//! `cargo run -p mvp-core --example embed -- <peer-ca.crt> <proxy-client.crt> <proxy-client.key> <peer host:port>`.
 //!
-//! A minimal "apiserver" of one's own with the Mixed Version Proxy in front: it serves
-//! `core/v1` itself (answering "served locally") and knows, as StorageVersion data would
-//! say, that peer `b` at `<peer host:port>` serves `batch/v1 jobs`. It listens on
-//! 127.0.0.1 over plain HTTP and treats every caller as `demo-user` (a real server
-//! authenticates first). Try `curl http://127.0.0.1:<port>/apis/batch/v1/jobs`.
+//! StorageVersion mode (upstream alpha) in a minimal "apiserver" of one's own: it serves
+//! `core/v1` itself (answering "served locally") and knows, as StorageVersion objects would say,
+//! that peer `b` serves `batch/v1 jobs`. Without arguments, `b` is the `b` of the workspace's
+//! fake demo cluster, which the example starts. It listens on 127.0.0.1 over plain HTTP and
+//! treats every caller as the cluster admin (a real server authenticates first).
+//! Try `curl http://127.0.0.1:<port>/apis/batch/v1/namespaces/default/jobs`.
+
+#[path = "support/demo.rs"]
+mod demo;
 
 use std::convert::Infallible;
+use std::error::Error;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -31,18 +38,34 @@ impl PeerEndpoints for Endpoints {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn Error>> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [ca, cert, key, peer] = args.as_slice() else {
-        eprintln!("usage: embed <peer-ca.crt> <proxy-client.crt> <proxy-client.key> <peer host:port>");
-        std::process::exit(2);
+    let once = args.iter().any(|arg| arg == "--once");
+    let (_demo, [ca, cert, key, peer]) = match args.as_slice() {
+        [ca, cert, key, peer] => (None, [ca.clone(), cert.clone(), key.clone(), peer.clone()]),
+        [] | [_] if args.iter().all(|arg| arg == "--once") => {
+            let demo = demo::Demo::start()?;
+            let files = [
+                demo.path("ca.crt"),
+                demo.path("front-proxy-client.crt"),
+                demo.path("front-proxy-client.key"),
+                demo.server("b")?.host_port().to_owned(),
+            ];
+            (Some(demo), files)
+        }
+        _ => {
+            eprintln!(
+                "usage: embed [--once] | embed <peer-ca.crt> <proxy-client.crt> <proxy-client.key> <peer host:port>"
+            );
+            std::process::exit(2);
+        }
     };
 
-    // What StorageVersion objects would say: "a" (us) stores pods, "b" stores jobs.
-    let transport = PeerTransport::new(&PeerTlsConfig::from_files(ca, cert, key)?)?;
+    let transport = PeerTransport::new(&PeerTlsConfig::from_files(&ca, &cert, &key)?)?;
     let (mvp, storage_versions) =
-        MvpLayer::builder("a", Arc::new(Endpoints(peer.clone())), transport).storage_version();
+        MvpLayer::builder("a", Arc::new(Endpoints(peer)), transport).storage_version();
+    // What a StorageVersion informer would hand over: "a" (us) stores pods, "b" stores jobs.
     let objects: Vec<StorageVersion> = serde_json::from_value(serde_json::json!([
         {"metadata": {"name": "core.pods"},
             "status": {"storageVersions": [{"apiServerID": "a", "servedVersions": ["v1"]}]}},
@@ -51,6 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]))?;
     storage_versions.replace(StorageVersionIndex::from_objects(&objects));
     storage_versions.mark_synced();
+
     let local = tower::service_fn(|req: Request<Incoming>| async move {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(format!(
             "served locally: {}\n",
@@ -60,21 +84,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = ServiceBuilder::new()
         // Stand-in for authentication: the filter forwards this identity to the peer.
         .map_request(|mut req: Request<Incoming>| {
-            req.extensions_mut().insert(UserInfo::new("demo-user"));
+            let mut admin = UserInfo::new("kubernetes-admin");
+            admin.groups = vec!["system:masters".to_owned(), "system:authenticated".to_owned()];
+            req.extensions_mut().insert(admin);
             req
         })
         .layer(mvp)
         .service(local);
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    println!("listening on http://{}", listener.local_addr()?);
-    loop {
-        let (tcp, _) = listener.accept().await?;
-        let svc = TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
-            let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tcp), svc)
-                .await;
-        });
+    let addr = listener.local_addr()?;
+    println!("listening on http://{addr}");
+    let server = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let svc = TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    if once {
+        return demo::check_answers(addr, "served locally").await;
     }
+    server.await?;
+    Ok(())
 }
