@@ -14,7 +14,9 @@
 //!   fed by [`PeerDiscoverySync`]);
 //! - forwarding over mTLS ([`PeerTransport`], [`PeerTlsConfig`], [`forward`], [`proxy`]);
 //! - the receiving side of the front-proxy handshake ([`RequestHeaderAuthenticator`]);
-//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends.
+//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends;
+//! - peer-aggregated `/apis` discovery ([`PeerAggregatedDiscoveryHandler`], [`merge_peer_discovery`])
+//!   over the aggregated discovery wire types ([`apidiscovery`]).
 //!
 //! # Embedding
 //!
@@ -60,15 +62,17 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod apidiscovery;
 pub mod body;
 pub mod decision;
 pub mod discovery_fetch;
-pub mod discovery_merge;
+mod discovery_merge;
 pub mod forward;
 pub mod future;
 pub mod gvr;
 pub mod layer;
 pub mod metrics;
+mod peer_aggregated;
 pub mod peer_discovery;
 pub mod peer_tls;
 pub mod proxy;
@@ -97,6 +101,9 @@ pub use discovery_merge::{merge_peer_discovery, merge_preserving_relative_order}
 pub use gvr::GroupVersionResource;
 pub use layer::MvpLayer;
 pub use metrics::{MetricsGeneration, MvpMetrics};
+pub use peer_aggregated::{
+    DiscoveryAnswer, DiscoveryProfile, PeerAggregatedDiscoveryHandler, PeerAggregatedMetrics,
+};
 pub use peer_discovery::{DiscoveryResolver, LocalDiscoveryCache, PeerDiscoveryCache, PeerDiscoveryEntry};
 pub use peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
 pub use request_info::{RequestInfo, RequestInfoError};
