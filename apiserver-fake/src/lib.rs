@@ -39,7 +39,6 @@ pub mod lease;
 pub mod lease_gc;
 pub mod metrics;
 pub mod openapi;
-pub mod peer_aggregated;
 pub mod peer_endpoint;
 pub mod peer_proxy;
 pub mod peer_receipts;

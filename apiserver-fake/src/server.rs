@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use mvp_core::UserInfo;
+use mvp_core::{PeerAggregatedDiscoveryHandler, UserInfo};
 use rustls::ServerConfig;
 use rustls_pki_types::PrivateKeyDer;
 use rustls_pki_types::pem::{self, PemObject};
@@ -37,7 +37,6 @@ use crate::discovery::DiscoveryContext;
 use crate::identity;
 use crate::lease::IdentityLeaseController;
 use crate::metrics::ServerMetrics;
-use crate::peer_aggregated::PeerAggregatedDiscoveryHandler;
 use crate::peer_endpoint::PeerEndpointReconciler;
 use crate::store::Store;
 
@@ -401,9 +400,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     } else {
         None
     };
-    discovery.peer_aggregated = peer_aggregated
-        .clone()
-        .map(|h| h as Arc<dyn crate::discovery::PeerAggregatedDiscovery>);
+    discovery.peer_aggregated = peer_aggregated.clone();
     let inflight = crate::inflight::InFlightLimits::new(
         options.flags.max_requests_inflight,
         options.flags.max_mutating_requests_inflight,

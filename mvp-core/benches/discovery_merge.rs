@@ -5,11 +5,13 @@
 //! `cargo bench -p mvp-core --bench discovery_merge --profile dev` to reuse the debug build.
 //! Add `-- --quick` for fewer iterations.
 //!
-//! Two inputs:
+//! Three inputs:
 //! - `divergent`: every peer serves a shifted window of 60 out of 80 groups, in its own order, with one
 //!   extra version on even peers and verbs/subresources that differ per peer, so every merge step runs
 //!   (unions, capability merges, the topological sort);
-//! - `identical`: every peer serves exactly the local groups (the short-circuit path).
+//! - `identical`: every peer serves exactly the local groups (the short-circuit path);
+//! - `realistic`: a control plane of three servers in a version skew: 25 groups each, the peers'
+//!   windows shifted by one and two groups, verbs and subresources differing as in `divergent`.
 //!
 //! Reports the mean and minimum time per merge and the memory: the peak resident-set growth during
 //! one merge (Linux `VmHWM` after resetting it through `/proc/self/clear_refs`; page-granular and
@@ -18,6 +20,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use mvp_core::apidiscovery::APIGroupDiscovery;
 use mvp_core::merge_peer_discovery;
 use serde_json::{Value, json};
 
@@ -52,7 +55,7 @@ fn resource(name: &str, peer: usize) -> Value {
     })
 }
 
-fn group(index: usize, peer: usize) -> Value {
+fn group(index: usize, peer: usize) -> APIGroupDiscovery {
     let mut versions = vec!["v1"];
     if peer.is_multiple_of(2) {
         versions.insert(0, "v2");
@@ -66,16 +69,20 @@ fn group(index: usize, peer: usize) -> Value {
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
         .collect();
-    json!({"metadata": {"name": format!("group{index:02}.example.com")}, "versions": versions})
+    let group = json!({"metadata": {"name": format!("group{index:02}.example.com")}, "versions": versions});
+    serde_json::from_value(group).expect("an APIGroupDiscovery")
 }
 
+type Input = (Vec<APIGroupDiscovery>, Vec<(String, Vec<APIGroupDiscovery>)>);
+
 /// Local: groups 0..60 in order. Peer p: a window of 60 groups starting at p mod 20, rotated by p.
-fn divergent() -> (Vec<Value>, Vec<(String, Vec<Value>)>) {
+fn divergent() -> Input {
     let local = (0..GROUPS_PER_SERVER).map(|g| group(g, 1)).collect();
     let peers = (0..PEERS)
         .map(|p| {
             let start = p % (DISTINCT_GROUPS - GROUPS_PER_SERVER);
-            let mut groups: Vec<Value> = (start..start + GROUPS_PER_SERVER).map(|g| group(g, p)).collect();
+            let mut groups: Vec<APIGroupDiscovery> =
+                (start..start + GROUPS_PER_SERVER).map(|g| group(g, p)).collect();
             if p.is_multiple_of(7) {
                 groups.rotate_left(p % GROUPS_PER_SERVER);
             }
@@ -85,10 +92,23 @@ fn divergent() -> (Vec<Value>, Vec<(String, Vec<Value>)>) {
     (local, peers)
 }
 
-fn identical() -> (Vec<Value>, Vec<(String, Vec<Value>)>) {
-    let local: Vec<Value> = (0..GROUPS_PER_SERVER).map(|g| group(g, 1)).collect();
+fn identical() -> Input {
+    let local: Vec<APIGroupDiscovery> = (0..GROUPS_PER_SERVER).map(|g| group(g, 1)).collect();
     let peers = (0..PEERS)
         .map(|p| (format!("peer-{p:03}"), local.clone()))
+        .collect();
+    (local, peers)
+}
+
+/// Three servers, 25 groups each: this one groups 0..25, peer p groups p+1..p+26.
+fn realistic() -> Input {
+    const GROUPS: usize = 25;
+    let local = (0..GROUPS).map(|g| group(g, 1)).collect();
+    let peers = (0..2)
+        .map(|p| {
+            let groups = (p + 1..p + 1 + GROUPS).map(|g| group(g, p + 2)).collect();
+            (format!("peer-{p}"), groups)
+        })
         .collect();
     (local, peers)
 }
@@ -118,7 +138,7 @@ fn json_kib(value: &impl serde::Serialize) -> f64 {
     serde_json::to_vec(value).map_or(0.0, |v| v.len() as f64 / 1024.0)
 }
 
-fn run(name: &str, input: (Vec<Value>, Vec<(String, Vec<Value>)>), iterations: u32) {
+fn run(name: &str, input: Input, iterations: u32) {
     let (local, peers) = input;
     let (merged, growth) = peak_rss_growth(|| merge_peer_discovery("server-a", &local, &peers));
     let mut times = Vec::with_capacity(iterations as usize);
@@ -135,8 +155,10 @@ fn run(name: &str, input: (Vec<Value>, Vec<(String, Vec<Value>)>), iterations: u
     let min = times.iter().min().copied().unwrap_or_default();
     let input_kib = json_kib(&local) + peers.iter().map(|(_, g)| json_kib(g)).sum::<f64>();
     println!(
-        "{name:<10} {PEERS} peers x {GROUPS_PER_SERVER} groups: mean {mean:>10.3?}  min {min:>10.3?}  \
+        "{name:<10} {} peers x {} groups: mean {mean:>10.3?}  min {min:>10.3?}  \
          ({iterations} runs); result {} groups, {:.0} KiB JSON; input {:.0} KiB JSON; peak RSS growth {}",
+        peers.len(),
+        local.len(),
         merged.len(),
         json_kib(&merged),
         input_kib,
@@ -157,4 +179,5 @@ fn main() {
     );
     run("divergent", divergent(), iterations);
     run("identical", identical(), iterations);
+    run("realistic", realistic(), iterations * 50);
 }

@@ -1,10 +1,10 @@
 //! Peer-aggregated discovery (KEP-4020 beta, docs/mvp-behaviour.md §7.1): merging this server's aggregated
 //! `/apis` groups with its peers' into the one list a client sees by default.
 //!
-//! A faithful port of upstream's `peerAggregatedDiscoveryHandler.mergeResources`
+//! A port of upstream's `peerAggregatedDiscoveryHandler.mergeResources`
 //! (`apiserver/pkg/endpoints/discovery/aggregated/peer_aggregated_handler.go`, 1.36) and of
-//! `MergePreservingRelativeOrder` (`apimachinery/pkg/util/sort`). Pure functions over the JSON
-//! `APIGroupDiscovery` objects servers serve (`serde_json::Value`), no I/O:
+//! `MergePreservingRelativeOrder` (`apimachinery/pkg/util/sort`), over the typed
+//! [`APIGroupDiscovery`] objects, no I/O:
 //!
 //! - servers (this one included) are processed in lexicographic server-ID order; the first copy
 //!   of a group, version or resource seen is kept and later copies are merged into it;
@@ -14,25 +14,28 @@
 //! - groups, versions and resources are ordered by the local order when no server changed it,
 //!   else by [`merge_preserving_relative_order`].
 //!
-//! ```
-//! use serde_json::json;
-//! use mvp_core::discovery_merge::merge_peer_discovery;
+//! Written for clarity rather than speed: it runs only when the local document or a peer's changes,
+//! and its result is served from the handler's cache.
 //!
-//! let group = |name: &str| json!({"metadata": {"name": name}, "versions": [
-//!     {"version": "v1", "resources": [], "freshness": "Current"}]});
+//! ```
+//! use mvp_core::apidiscovery::{APIGroupDiscovery, APIVersionDiscovery, GroupMetadata};
+//! use mvp_core::merge_peer_discovery;
+//!
+//! let group = |name: &str| APIGroupDiscovery {
+//!     metadata: GroupMetadata { name: name.to_owned(), ..Default::default() },
+//!     versions: vec![APIVersionDiscovery { version: "v1".to_owned(), ..Default::default() }],
+//! };
 //! let local = vec![group("apps"), group("rbac.authorization.k8s.io")];
 //! let peers = vec![("peer-b".to_owned(), vec![group("apps"), group("batch")])];
 //! let merged = merge_peer_discovery("server-a", &local, &peers);
-//! let names: Vec<&str> = merged.iter().map(|g| g["metadata"]["name"].as_str().unwrap()).collect();
+//! let names: Vec<&str> = merged.iter().map(APIGroupDiscovery::name).collect();
 //! // apps precedes both others somewhere; batch and rbac are unordered: lexicographic tie-break.
 //! assert_eq!(names, ["apps", "batch", "rbac.authorization.k8s.io"]);
 //! ```
 
-use std::borrow::Cow;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde_json::Value;
+use crate::apidiscovery::{APIGroupDiscovery, APIResourceDiscovery, APIVersionDiscovery};
 
 /// Merges several orderings of names into one that keeps every "a before b" relation of every
 /// input list (upstream `MergePreservingRelativeOrder`).
@@ -41,646 +44,239 @@ use serde_json::Value;
 ///   returned as is.
 /// - Otherwise a topological sort (Kahn's algorithm) of the precedence edges runs, taking the
 ///   lexicographically smallest available name at each step.
-/// - If the relations contradict each other (a cycle), all names sorted lexicographically.
+/// - If the relations contradict each other (a cycle, also a name repeated next to itself), all
+///   names sorted lexicographically.
 pub fn merge_preserving_relative_order<S: AsRef<str>>(lists: &[Vec<S>]) -> Vec<String> {
-    let mut names = Interner::default();
-    let ids: Vec<Vec<usize>> = lists
+    let lists: Vec<Vec<&str>> = lists
         .iter()
-        .map(|list| list.iter().map(|item| names.intern(item.as_ref()).0).collect())
+        .map(|list| list.iter().map(AsRef::as_ref).collect())
         .collect();
-    let names = names.into_names();
-    relative_order(&ids, &names)
-        .into_iter()
-        .filter_map(|id| names.get(id).map(|name| (*name).to_owned()))
-        .collect()
+    relative_order(&lists).into_iter().map(str::to_owned).collect()
 }
 
-/// [`merge_preserving_relative_order`] over interned names: every list holds ids below
-/// `names.len()`, and every id occurs in some list; `names[id]` (all distinct) only breaks ties.
-/// Returns the ids in merged order.
-fn relative_order<L: AsRef<[usize]>>(lists: &[L], names: &[&str]) -> Vec<usize> {
-    let n = names.len();
-    // Shortcut: a list that already contains every item once.
-    let mut seen = vec![false; n];
+/// [`merge_preserving_relative_order`] over borrowed names.
+fn relative_order<'a>(lists: &[Vec<&'a str>]) -> Vec<&'a str> {
+    // Every name with its distinct direct successors, in lexicographic order of names.
+    let mut successors: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for list in lists {
-        let list = list.as_ref();
-        if list.len() == n && is_unique(list, &mut seen) {
-            return list.to_vec();
+        for name in list {
+            successors.entry(name).or_default();
+        }
+        for pair in list.windows(2) {
+            successors.entry(pair[0]).or_default().insert(pair[1]);
         }
     }
+    let complete = lists.iter().find(|list| {
+        list.len() == successors.len() && list.iter().collect::<BTreeSet<_>>().len() == list.len()
+    });
+    if let Some(list) = complete {
+        return list.clone();
+    }
 
-    // The distinct "a directly before b" edges (a self-edge from a repeated name is a cycle),
-    // grouped by their source: the successors of `id` are `edges[first[id]..first[id + 1]]`.
-    let mut edges: Vec<(usize, usize)> = lists
+    let mut in_degree: BTreeMap<&str, usize> = successors.keys().map(|name| (*name, 0)).collect();
+    for next in successors.values().flatten() {
+        *in_degree.entry(next).or_default() += 1;
+    }
+    let mut ready: BTreeSet<&str> = in_degree
         .iter()
-        .flat_map(|list| list.as_ref().windows(2).map(|pair| (pair[0], pair[1])))
+        .filter(|(_, degree)| **degree == 0)
+        .map(|(name, _)| *name)
         .collect();
-    edges.sort_unstable();
-    edges.dedup();
-    let mut in_degree = vec![0_usize; n];
-    let mut first = vec![0_usize; n + 1];
-    for &(from, to) in &edges {
-        in_degree[to] += 1;
-        first[from + 1] += 1;
-    }
-    for id in 0..n {
-        first[id + 1] += first[id];
-    }
-
-    // Lexicographic rank of each id, so the heap compares integers rather than strings.
-    let mut by_name: Vec<usize> = (0..n).collect();
-    by_name.sort_unstable_by_key(|&id| names[id]);
-    let mut rank = vec![0_usize; n];
-    for (r, &id) in by_name.iter().enumerate() {
-        rank[id] = r;
-    }
-
-    let mut ready: BinaryHeap<Reverse<usize>> = (0..n)
-        .filter(|&id| in_degree[id] == 0)
-        .map(|id| Reverse(rank[id]))
-        .collect();
-    let mut sorted = Vec::with_capacity(n);
-    while let Some(Reverse(r)) = ready.pop() {
-        let current = by_name[r];
+    let mut sorted = Vec::with_capacity(successors.len());
+    while let Some(current) = ready.pop_first() {
         sorted.push(current);
-        for &(_, next) in &edges[first[current]..first[current + 1]] {
-            in_degree[next] -= 1;
-            if in_degree[next] == 0 {
-                ready.push(Reverse(rank[next]));
+        for next in successors.get(current).into_iter().flatten() {
+            if let Some(degree) = in_degree.get_mut(next) {
+                *degree -= 1;
+                if *degree == 0 {
+                    ready.insert(next);
+                }
             }
         }
     }
-    if sorted.len() != n {
+    if sorted.len() != successors.len() {
         // A cycle: upstream falls back to plain lexicographic order.
-        return by_name;
+        return successors.into_keys().collect();
     }
     sorted
 }
 
-/// Whether `list` holds no id twice; `seen` (one flag per id, all false) is left all false.
-fn is_unique(list: &[usize], seen: &mut [bool]) -> bool {
-    let mut unique = true;
-    for &id in list {
-        if std::mem::replace(&mut seen[id], true) {
-            unique = false;
-            break;
-        }
-    }
-    for &id in list {
-        seen[id] = false;
-    }
-    unique
-}
-
-/// Up to this many names (or object keys), comparing strings one by one beats hashing them
-/// (serde_json's map and `HashMap` use SipHash); beyond it, lookups hash so long lists stay linear.
-const SCAN_LIMIT: usize = 16;
-
-/// Gives each distinct name a dense id (0, 1, … in order of first sight). Lists here are short
-/// (a group's versions, a version's resources), so up to [`SCAN_LIMIT`] names are found by a
-/// scan; beyond that a hash index takes over.
-#[derive(Default)]
-struct Interner<'a> {
-    names: Vec<&'a str>,
-    index: Option<HashMap<&'a str, usize>>,
-}
-
-impl<'a> Interner<'a> {
-    /// The id of `name`, and whether it was new.
-    fn intern(&mut self, name: &'a str) -> (usize, bool) {
-        let found = match &self.index {
-            Some(index) => index.get(name).copied(),
-            None => self.names.iter().position(|known| *known == name),
-        };
-        if let Some(id) = found {
-            return (id, false);
-        }
-        let id = self.names.len();
-        self.names.push(name);
-        if let Some(index) = &mut self.index {
-            index.insert(name, id);
-        } else if self.names.len() > SCAN_LIMIT {
-            self.index = Some(
-                self.names
-                    .iter()
-                    .enumerate()
-                    .map(|(id, name)| (*name, id))
-                    .collect(),
-            );
-        }
-        (id, true)
-    }
-
-    fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    fn into_names(self) -> Vec<&'a str> {
-        self.names
-    }
-}
-
 /// Merges this server's aggregated `/apis` groups (`local`, the `items` of its
 /// `APIGroupDiscoveryList`) with each peer's groups (`peers`: peer server ID → its groups, core
-/// group excluded), as upstream's peer-aggregated handler does.
+/// group excluded), as upstream's peer-aggregated handler does (see the module docs).
 ///
 /// `local_id` is this server's ID: it decides where the local list sorts among the servers. A
 /// peer entry with the same ID replaces the local list (as upstream's map insertion does). With no
 /// peer, or when the peers add nothing and order everything as the local list does, the result
 /// equals `local`.
-///
-/// Cost: each group is copied at most once, when a later server first changes it, and then merged
-/// in place; servers that change nothing in a group are only compared with it.
-pub fn merge_peer_discovery(local_id: &str, local: &[Value], peers: &[(String, Vec<Value>)]) -> Vec<Value> {
-    let mut by_server: BTreeMap<&str, &[Value]> = BTreeMap::new();
+pub fn merge_peer_discovery(
+    local_id: &str,
+    local: &[APIGroupDiscovery],
+    peers: &[(String, Vec<APIGroupDiscovery>)],
+) -> Vec<APIGroupDiscovery> {
+    let mut by_server: BTreeMap<&str, &[APIGroupDiscovery]> = BTreeMap::new();
     by_server.insert(local_id, local);
     for (id, groups) in peers {
-        by_server.insert(id.as_str(), groups.as_slice());
+        by_server.insert(id, groups);
     }
     if by_server.len() <= 1 {
         return local.to_vec();
     }
 
-    let local_names: Vec<&str> = local.iter().map(group_name).collect();
-    let mut names: Interner<'_> = Interner {
-        names: Vec::new(),
-        index: Some(HashMap::new()),
-    };
-    // By group id: the first copy seen, owned once a later copy changed it.
-    let mut merged: Vec<Cow<'_, Value>> = Vec::new();
-    let mut lists: Vec<Vec<usize>> = Vec::with_capacity(by_server.len());
-    let mut content_changed = false;
-    let mut names_identical = true;
-    for groups in by_server.values() {
-        let mut ids = Vec::with_capacity(groups.len());
-        for group in *groups {
-            let (id, new) = names.intern(group_name(group));
-            if new {
-                merged.push(Cow::Borrowed(group));
-            } else if let Some(existing) = merged.get_mut(id) {
-                let changed = match existing {
-                    // Copy the first copy only when this one changes it.
-                    Cow::Borrowed(first) => {
-                        group_changes(first, group) && merge_group(existing.to_mut(), group)
-                    }
-                    Cow::Owned(value) => merge_group(value, group),
-                };
-                content_changed |= changed;
+    // The first copy of each group, merged with the later ones; indexed by name.
+    let mut merged: Vec<APIGroupDiscovery> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut changed = false;
+    for group in by_server.values().copied().flatten() {
+        match index.get(group.name()) {
+            Some(&i) => changed |= merge_group(&mut merged[i], group),
+            None => {
+                index.insert(group.name(), merged.len());
+                merged.push(group.clone());
             }
-            ids.push(id);
         }
-        names_identical &= groups.len() == local_names.len()
-            && groups
-                .iter()
-                .zip(&local_names)
-                .all(|(group, name)| group_name(group) == *name);
-        lists.push(ids);
     }
 
-    if !content_changed && names_identical {
+    let lists: Vec<Vec<&str>> = by_server
+        .values()
+        .map(|groups| names(groups, APIGroupDiscovery::name))
+        .collect();
+    let local_names = names(local, APIGroupDiscovery::name);
+    let identical = lists.iter().all(|list| *list == local_names);
+    if identical && !changed {
         return local.to_vec();
     }
-    let order: Vec<usize> = if names_identical {
-        // Every list is the local one, which therefore introduced the ids in its own order.
-        (0..names.len()).collect()
+    let order = if identical {
+        local_names
     } else {
-        relative_order(&lists, &names.into_names())
+        relative_order(&lists)
     };
-    let mut merged: Vec<Option<Cow<'_, Value>>> = merged.into_iter().map(Some).collect();
+    let mut merged: Vec<Option<APIGroupDiscovery>> = merged.into_iter().map(Some).collect();
     order
         .iter()
-        .filter_map(|&id| merged.get_mut(id).and_then(Option::take))
-        .map(Cow::into_owned)
+        .filter_map(|name| merged[*index.get(name)?].take())
         .collect()
 }
 
-fn group_name(group: &Value) -> &str {
-    field(group, "metadata")
-        .and_then(|metadata| field(metadata, "name"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+fn names<T>(items: &[T], name: fn(&T) -> &str) -> Vec<&str> {
+    items.iter().map(name).collect()
 }
 
-/// `value.get(name)` for an object. Discovery objects have a handful of keys, for which a scan
-/// is cheaper than hashing the name (serde_json's map hashes with SipHash).
-fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
-    let object = value.as_object()?;
-    if object.len() <= SCAN_LIMIT {
-        object.iter().find_map(|(key, v)| (key == name).then_some(v))
-    } else {
-        object.get(name)
-    }
-}
-
-fn str_field<'a>(value: &'a Value, name: &str) -> &'a str {
-    field(value, name).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn array<'a>(value: &'a Value, name: &str) -> &'a [Value] {
-    field(value, name)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
-fn array_mut<'a>(value: &'a mut Value, name: &str) -> &'a mut [Value] {
-    value
-        .as_object_mut()
-        .and_then(|object| object.get_mut(name))
-        .and_then(Value::as_array_mut)
-        .map(Vec::as_mut_slice)
-        .unwrap_or_default()
-}
-
-/// `a == b` as serde_json defines it (objects compare as maps, key order ignored), faster when
-/// both objects list their keys in the same order, as copies of one discovery document do.
-fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            if a.len() != b.len() {
-                return false;
-            }
-            for ((ka, va), (kb, vb)) in a.iter().zip(b) {
-                if ka != kb {
-                    // Same length, other order: compare as maps.
-                    return a.iter().all(|(k, v)| b.get(k).is_some_and(|w| json_eq(v, w)));
-                }
-                if !json_eq(va, vb) {
-                    return false;
-                }
-            }
-            true
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| json_eq(x, y))
-        }
-        (Value::String(a), Value::String(b)) => a == b,
-        _ => a == b,
-    }
-}
-
-/// Whether `a` and `b` serialize to the same bytes: equal, with object keys in the same order.
-fn json_identical(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|((ka, va), (kb, vb))| ka == kb && json_identical(va, vb))
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| json_identical(x, y))
-        }
-        (Value::String(a), Value::String(b)) => a == b,
-        _ => a == b,
-    }
-}
-
-/// Merging one level — the versions of a group, the resources of a version — `b` into `a`, as
-/// upstream does: `a`'s entries keyed by name (a name listed twice: the last entry), each of `b`'s
-/// entries merged into the entry of its name or added. The level changes when an entry changed or
-/// the name lists differ; its order is then `a`'s (same names) or the relative-order merge of both.
-///
-/// Everything that depends on names only (ids, targets, order) is worked out here, before any
-/// entry is modified.
-struct LevelPlan {
-    /// How many distinct names `a` has: ids below are `a`'s, the rest are new in `b`.
-    a_distinct: usize,
-    /// For each id of `a`, the index of its last entry in `a`.
-    a_entry: Vec<usize>,
-    /// The id of each of `b`'s entries.
-    b_ids: Vec<usize>,
-    /// `a` and `b` list the same names in the same order.
-    identical: bool,
-    /// Some name occurs twice in `a`.
-    a_repeats: bool,
-    /// The merged order, when the name lists differ.
-    order: Option<Vec<usize>>,
-}
-
-impl LevelPlan {
-    fn new(a_items: &[Value], b_items: &[Value], key: &str) -> Self {
-        let mut names = Interner::default();
-        let mut a_ids = Vec::with_capacity(a_items.len());
-        let mut a_entry = Vec::with_capacity(a_items.len());
-        for (index, item) in a_items.iter().enumerate() {
-            let (id, new) = names.intern(str_field(item, key));
-            if new {
-                a_entry.push(index);
-            } else {
-                a_entry[id] = index;
-            }
-            a_ids.push(id);
-        }
-        let a_distinct = names.len();
-        let b_ids: Vec<usize> = b_items
-            .iter()
-            .map(|item| names.intern(str_field(item, key)).0)
-            .collect();
-        let identical = a_ids == b_ids;
-        let order = (!identical).then(|| relative_order(&[&a_ids, &b_ids], &names.into_names()));
-        Self {
-            a_distinct,
-            a_entry,
-            b_ids,
-            identical,
-            a_repeats: a_distinct != a_ids.len(),
-            order,
-        }
-    }
-}
-
-/// Merges the level `list` (entries named by their `key` field) of `b` into `a` in place, merging
-/// entries with `merge`. Returns whether `a` changed, i.e. whether upstream's merge returns a new
-/// object; `false` means `a` was not touched. `a` keeps its other fields; a non-object `a` keeps
-/// everything (but still counts as changed when `b` lists entries, as upstream's copy does).
-fn merge_level(
-    a: &mut Value,
-    b: &Value,
-    list: &str,
-    key: &str,
-    merge: fn(&mut Value, &Value) -> bool,
-) -> bool {
-    let b_items = array(b, list);
-    if !a.is_object() {
-        return !b_items.is_empty();
-    }
-    if same_unique_names(array(a, list), b_items, key) {
-        // The common case: each entry of `b` merges into `a`'s entry at the same position.
-        let mut content_changed = false;
-        for (existing, item) in array_mut(a, list).iter_mut().zip(b_items) {
-            content_changed |= merge(existing, item);
-        }
-        return content_changed;
-    }
-    let plan = LevelPlan::new(array(a, list), b_items, key);
-
-    // Entries new in `b`, by id - a_distinct: borrowed until a later entry of `b` changes them.
-    let mut added: Vec<Option<Cow<'_, Value>>> = Vec::new();
-    let mut content_changed = false;
-    {
-        let a_items = array_mut(a, list);
-        for (item, &id) in b_items.iter().zip(&plan.b_ids) {
-            let target = match id.checked_sub(plan.a_distinct) {
-                None => plan.a_entry.get(id).and_then(|&index| a_items.get_mut(index)),
-                Some(new) if new == added.len() => {
-                    added.push(Some(Cow::Borrowed(item)));
-                    None
-                }
-                Some(new) => added.get_mut(new).and_then(Option::as_mut).map(Cow::to_mut),
-            };
-            if let Some(existing) = target {
-                content_changed |= merge(existing, item);
-            }
-        }
-    }
-    if plan.identical && (!content_changed || !plan.a_repeats) {
-        // Unchanged, or changed in place with the entries already in their final order.
-        return content_changed;
-    }
-
-    let order = plan.order.unwrap_or_else(|| (0..plan.a_distinct).collect());
-    let Some(object) = a.as_object_mut() else {
-        return true;
-    };
-    let mut old: Vec<Option<Value>> = match object.get_mut(list) {
-        Some(Value::Array(items)) => std::mem::take(items).into_iter().map(Some).collect(),
-        _ => Vec::new(),
-    };
-    let entries: Vec<Value> = order
-        .iter()
-        .filter_map(|&id| match id.checked_sub(plan.a_distinct) {
-            None => plan.a_entry.get(id).and_then(|&index| old.get_mut(index)?.take()),
-            Some(new) => added.get_mut(new)?.take().map(Cow::into_owned),
-        })
-        .collect();
-    match object.get_mut(list) {
-        // In place: the field keeps its position among the object's keys.
-        Some(slot) => *slot = Value::Array(entries),
-        None => {
-            object.insert(list.to_owned(), Value::Array(entries));
-        }
-    }
-    true
-}
-
-/// Whether `a` and `b` name their entries alike, position by position, no name twice: then each
-/// entry of `b` meets the entry of `a` at its position. Answers `false` (not known) above
-/// [`SCAN_LIMIT`] entries, to keep the check allocation-free and the scan short.
-fn same_unique_names(a_items: &[Value], b_items: &[Value], key: &str) -> bool {
-    if a_items.len() != b_items.len() || a_items.len() > SCAN_LIMIT {
-        return false;
-    }
-    let mut names = [""; SCAN_LIMIT];
-    for ((slot, x), y) in names.iter_mut().zip(a_items).zip(b_items) {
-        *slot = str_field(x, key);
-        if *slot != str_field(y, key) {
-            return false;
-        }
-    }
-    let names = &names[..a_items.len()];
-    names
-        .iter()
-        .enumerate()
-        .all(|(i, name)| !names[i + 1..].contains(name))
-}
-
-/// Whether [`merge_level`] would change `a`, without touching it: the name lists differ, or
-/// some entry of `b` changes the (last) entry of `a` with its name.
-fn level_changes(a: &Value, b: &Value, list: &str, key: &str, changes: fn(&Value, &Value) -> bool) -> bool {
-    let (a_items, b_items) = (array(a, list), array(b, list));
-    if same_unique_names(a_items, b_items, key) {
-        return a_items.iter().zip(b_items).any(|(x, y)| changes(x, y));
-    }
-    if a_items.len() != b_items.len()
-        || a_items
-            .iter()
-            .zip(b_items)
-            .any(|(x, y)| str_field(x, key) != str_field(y, key))
-    {
-        return true;
-    }
-    let plan = LevelPlan::new(a_items, b_items, key);
-    if !plan.a_repeats {
-        return a_items.iter().zip(b_items).any(|(x, y)| changes(x, y));
-    }
-    b_items.iter().zip(&plan.b_ids).any(|(item, &id)| {
-        plan.a_entry
-            .get(id)
-            .and_then(|&index| a_items.get(index))
-            .is_some_and(|existing| changes(existing, item))
-    })
-}
-
-/// Upstream `mergeVersionsAcrossGroup`, in place: whether `b` changed `a`. Only a version whose
-/// resources changed is a content change; a new version shows as a different name list.
-fn merge_group(a: &mut Value, b: &Value) -> bool {
-    merge_level(a, b, "versions", "version", merge_version)
-}
-
-fn group_changes(a: &Value, b: &Value) -> bool {
-    level_changes(a, b, "versions", "version", version_changes)
+/// Upstream `mergeVersionsAcrossGroup`, in place: whether `b` changed `a` (whether upstream builds
+/// a new object). Only a version whose resources changed is a content change; a new version shows
+/// as a different name list.
+fn merge_group(a: &mut APIGroupDiscovery, b: &APIGroupDiscovery) -> bool {
+    merge_level(&mut a.versions, &b.versions, |v| &v.version, merge_version)
 }
 
 /// Upstream `mergeResourcesAcrossVersion`, in place: whether `b` changed `a`. A resource that
 /// differs in any way from the existing copy is a content change.
-fn merge_version(a: &mut Value, b: &Value) -> bool {
-    merge_level(a, b, "resources", "resource", |existing, resource| {
-        let changed = !json_eq(existing, resource);
-        if changed {
-            merge_capabilities_into(existing, resource);
-        }
-        changed
-    })
-}
-
-fn version_changes(a: &Value, b: &Value) -> bool {
-    level_changes(a, b, "resources", "resource", |existing, resource| {
-        !json_eq(existing, resource)
-    })
-}
-
-/// Upstream `mergeResourceCapabilities`, as a copy (what the unit tests check).
-#[cfg(test)]
-fn merge_resource_capabilities(a: &Value, b: &Value) -> Value {
-    let mut merged = a.clone();
-    merge_capabilities_into(&mut merged, b);
-    merged
-}
-
-/// Upstream `mergeResourceCapabilities`, in place: `a` (or a copy of `b` when `a` has no name) with
-/// the sorted union of both verb lists and the union of both subresource lists (`b` wins per
-/// name), sorted by name. A field that already holds exactly its new value is left alone.
-fn merge_capabilities_into(a: &mut Value, b: &Value) {
-    if holds_capabilities_of(a, b) {
-        return;
-    }
-    let keep_a = !str_field(a, "resource").is_empty();
-
-    let mut verbs: Vec<&str> = array(a, "verbs")
-        .iter()
-        .chain(array(b, "verbs"))
-        .filter_map(Value::as_str)
-        .collect();
-    verbs.sort_unstable();
-    verbs.dedup();
-    // Go leaves an empty union nil: `verbs` is written as null, `subresources` (omitempty) dropped.
-    let verbs_unchanged = keep_a
-        && match field(a, "verbs") {
-            Some(Value::Null) => verbs.is_empty(),
-            Some(Value::Array(current)) => {
-                !verbs.is_empty()
-                    && current.len() == verbs.len()
-                    && current
-                        .iter()
-                        .zip(&verbs)
-                        .all(|(v, new)| v.as_str() == Some(*new))
+fn merge_version(a: &mut APIVersionDiscovery, b: &APIVersionDiscovery) -> bool {
+    merge_level(
+        &mut a.resources,
+        &b.resources,
+        |r| &r.resource,
+        |existing, resource| {
+            let changed = existing != resource;
+            if changed {
+                merge_resource_capabilities(existing, resource);
             }
-            _ => false,
-        };
-    let new_verbs = (!verbs_unchanged).then(|| {
-        if verbs.is_empty() {
-            Value::Null
-        } else {
-            Value::Array(verbs.into_iter().map(Value::from).collect())
-        }
-    });
+            changed
+        },
+    )
+}
 
-    // Sorted by name; among entries of one name (a's first, then b's) the last one wins.
-    let mut subresources: Vec<(&str, &Value)> = array(a, "subresources")
-        .iter()
-        .chain(array(b, "subresources"))
-        .map(|subresource| (str_field(subresource, "subresource"), subresource))
-        .collect();
-    subresources.sort_by_key(|(name, _)| *name);
-    subresources.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
+/// Merges one level (the versions of a group, the resources of a version) of `b` into `a`, in
+/// place, as upstream does: each of `b`'s entries is merged with `merge` into `a`'s entry of its
+/// name (a name listed twice in `a`: the last entry) or added. Returns whether the level changed:
+/// an entry changed or the name lists differ. Its order is then `a`'s names (each once) when both
+/// lists name the same entries in the same order, else the relative-order merge of both lists.
+/// `false` means `a` was not touched.
+fn merge_level<T: Clone>(
+    a: &mut Vec<T>,
+    b: &[T],
+    name: fn(&T) -> &str,
+    merge: impl Fn(&mut T, &T) -> bool,
+) -> bool {
+    let a_len = a.len();
+    let mut changed = false;
+    for item in b {
+        match a.iter().rposition(|existing| name(existing) == name(item)) {
+            Some(i) => changed |= merge(&mut a[i], item),
+            None => a.push(item.clone()),
+        }
+    }
+    let a_names = names(&a[..a_len], name);
+    let b_names = names(b, name);
+    let identical = a_names == b_names;
+    if identical && !changed {
+        return false;
+    }
+    // Each name once, taking the last entry of that name (the one merges went into).
+    let order: Vec<usize> = if identical {
+        a_names
+    } else {
+        relative_order(&[a_names, b_names])
+    }
+    .iter()
+    .filter_map(|wanted| a.iter().rposition(|entry| name(entry) == *wanted))
+    .collect();
+    if !order.iter().copied().eq(0..a.len()) {
+        let mut entries: Vec<Option<T>> = std::mem::take(a).into_iter().map(Some).collect();
+        *a = order.iter().filter_map(|&i| entries[i].take()).collect();
+    }
+    true
+}
+
+/// Upstream `mergeResourceCapabilities`, in place: `a` (or `b` when `a` has no name) with the
+/// sorted union of both verb lists and the union of both subresource lists (`b` wins per name),
+/// sorted by name.
+fn merge_resource_capabilities(a: &mut APIResourceDiscovery, b: &APIResourceDiscovery) {
+    for verb in &b.verbs {
+        if !a.verbs.contains(verb) {
+            a.verbs.push(verb.clone());
+        }
+    }
+    a.verbs.sort_unstable();
+    a.verbs.dedup();
+
+    for subresource in &b.subresources {
+        match a
+            .subresources
+            .iter()
+            .rposition(|s| s.subresource == subresource.subresource)
+        {
+            Some(i) if a.subresources[i] == *subresource => {}
+            Some(i) => a.subresources[i] = subresource.clone(),
+            None => a.subresources.push(subresource.clone()),
+        }
+    }
+    // Stable: of several entries of one name, the last one (the latest merged) is kept.
+    a.subresources.sort_by(|x, y| x.subresource.cmp(&y.subresource));
+    a.subresources.dedup_by(|later, kept| {
+        let same = later.subresource == kept.subresource;
         if same {
-            *kept = *later;
+            std::mem::swap(later, kept);
         }
         same
     });
-    let subresources_unchanged = keep_a
-        && !subresources.is_empty()
-        && matches!(field(a, "subresources"), Some(Value::Array(current))
-            if current.len() == subresources.len()
-                && current.iter().zip(&subresources).all(|(v, (_, new))| json_identical(v, new)));
-    let new_subresources = (!subresources.is_empty() && !subresources_unchanged)
-        .then(|| Value::Array(subresources.iter().map(|(_, s)| (*s).clone()).collect()));
-    let drop_subresources = subresources.is_empty();
 
-    if !keep_a {
-        *a = b.clone();
-    }
-    let Some(object) = a.as_object_mut() else {
-        return;
-    };
-    if let Some(verbs) = new_verbs {
-        set(object, "verbs", verbs);
-    }
-    if drop_subresources {
-        // serde_json's `remove` is `swap_remove` with `preserve_order`, as upstream's port used.
-        object.remove("subresources");
-    } else if let Some(list) = new_subresources {
-        set(object, "subresources", list);
-    }
-}
-
-/// Whether `a` (a named resource) already holds the merge of `b`'s capabilities, so that
-/// [`merge_capabilities_into`] would leave it exactly as is: its verbs are strings, sorted and
-/// distinct, and include `b`'s; its subresources have sorted, distinct names, and each of `b`'s is
-/// byte-identical to `a`'s of that name. The usual case once a resource has been merged; checked
-/// without allocating.
-fn holds_capabilities_of(a: &Value, b: &Value) -> bool {
-    if str_field(a, "resource").is_empty() {
-        return false;
-    }
-    let mut b_verbs = array(b, "verbs").iter().filter_map(Value::as_str);
-    let verbs_held = match field(a, "verbs") {
-        // An empty union is written as null.
-        Some(Value::Null) => b_verbs.next().is_none(),
-        Some(Value::Array(verbs)) => {
-            !verbs.is_empty()
-                && verbs.iter().all(Value::is_string)
-                && verbs.windows(2).all(|pair| pair[0].as_str() < pair[1].as_str())
-                && b_verbs.all(|verb| verbs.iter().any(|held| held.as_str() == Some(verb)))
-        }
-        _ => false,
-    };
-    if !verbs_held {
-        return false;
-    }
-    let (held, added) = (array(a, "subresources"), array(b, "subresources"));
-    if held.is_empty() {
-        // An empty union drops the field.
-        return added.is_empty() && field(a, "subresources").is_none();
-    }
-    held.windows(2)
-        .all(|pair| str_field(&pair[0], "subresource") < str_field(&pair[1], "subresource"))
-        && added.iter().all(|subresource| {
-            let name = str_field(subresource, "subresource");
-            held.binary_search_by(|h| str_field(h, "subresource").cmp(name))
-                .ok()
-                .and_then(|index| held.get(index))
-                .is_some_and(|h| json_identical(h, subresource))
-        })
-}
-
-/// `object.insert(name, value)` (an existing key keeps its position) without allocating the key
-/// when it exists.
-fn set(object: &mut serde_json::Map<String, Value>, name: &str, value: Value) {
-    match object.get_mut(name) {
-        Some(slot) => *slot = value,
-        None => {
-            object.insert(name.to_owned(), value);
-        }
+    if a.resource.is_empty() {
+        let verbs = std::mem::take(&mut a.verbs);
+        let subresources = std::mem::take(&mut a.subresources);
+        *a = APIResourceDiscovery {
+            verbs,
+            subresources,
+            ..b.clone()
+        };
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
 
     fn order(lists: &[&[&str]]) -> Vec<String> {
         let lists: Vec<Vec<&str>> = lists.iter().map(|l| l.to_vec()).collect();
@@ -737,6 +333,11 @@ mod tests {
         assert_eq!(order(&[&["b", "b"], &["a", "b"]]), ["a", "b"]);
     }
 
+    /// JSON into a typed struct, as peers' documents are read.
+    fn decode<T: DeserializeOwned>(value: Value) -> T {
+        serde_json::from_value(value).unwrap()
+    }
+
     fn resource(name: &str, verbs: &[&str]) -> Value {
         json!({"resource": name, "responseKind": {"group": "", "version": "", "kind": name},
                "scope": "Namespaced", "singularResource": name, "verbs": verbs})
@@ -746,16 +347,21 @@ mod tests {
         json!({"version": name, "resources": resources, "freshness": "Current"})
     }
 
-    fn group(name: &str, versions: Vec<Value>) -> Value {
-        json!({"metadata": {"name": name}, "versions": versions})
+    fn group(name: &str, versions: Vec<Value>) -> APIGroupDiscovery {
+        decode(json!({"metadata": {"name": name}, "versions": versions}))
     }
 
-    fn names(groups: &[Value]) -> Vec<&str> {
-        groups.iter().map(group_name).collect()
+    fn names(groups: &[APIGroupDiscovery]) -> Vec<&str> {
+        groups.iter().map(APIGroupDiscovery::name).collect()
     }
 
-    fn peers(list: &[(&str, Vec<Value>)]) -> Vec<(String, Vec<Value>)> {
+    fn peers(list: &[(&str, Vec<APIGroupDiscovery>)]) -> Vec<(String, Vec<APIGroupDiscovery>)> {
         list.iter().map(|(id, g)| ((*id).to_owned(), g.clone())).collect()
+    }
+
+    /// The first resource of the first version of `group`.
+    fn first_resource(group: &APIGroupDiscovery) -> &APIResourceDiscovery {
+        &group.versions[0].resources[0]
     }
 
     #[test]
@@ -807,14 +413,12 @@ mod tests {
         let merged = merge_peer_discovery("a", &local, &peers(&[("b", peer)]));
         assert_eq!(names(&merged), ["apps", "batch", "rbac"]);
         let apps = &merged[0];
-        let versions: Vec<&str> = array(apps, "versions")
-            .iter()
-            .map(|v| str_field(v, "version"))
-            .collect();
+        let versions: Vec<&str> = apps.versions.iter().map(|v| v.version.as_str()).collect();
         assert_eq!(versions, ["v2", "v1"], "b's v2 before v1 is the only relation");
-        let v1: Vec<&str> = array(&array(apps, "versions")[1], "resources")
+        let v1: Vec<&str> = apps.versions[1]
+            .resources
             .iter()
-            .map(|r| str_field(r, "resource"))
+            .map(|r| r.resource.as_str())
             .collect();
         assert_eq!(v1, ["deployments", "statefulsets"]);
     }
@@ -834,19 +438,26 @@ mod tests {
         let peer = vec![group("g", vec![version("v1", vec![b_pods.clone()])])];
         // Local "a" sorts before peer "b": a's copy is first.
         let merged = merge_peer_discovery("a", &local, &peers(&[("b", peer.clone())]));
-        let pods = &merged[0]["versions"][0]["resources"][0];
-        assert_eq!(pods["verbs"], json!(["create", "get", "list", "watch"]));
+        let pods = first_resource(&merged[0]);
+        assert_eq!(pods.verbs, ["create", "get", "list", "watch"]);
+        let subresources: Vec<(&str, &[String])> = pods
+            .subresources
+            .iter()
+            .map(|s| (s.subresource.as_str(), s.verbs.as_slice()))
+            .collect();
         assert_eq!(
-            pods["subresources"],
-            json!([{"subresource": "log", "verbs": ["get"]},
-                   {"subresource": "status", "verbs": ["get", "patch"]}])
+            subresources,
+            [
+                ("log", &["get".to_owned()][..]),
+                ("status", &["get".to_owned(), "patch".to_owned()][..])
+            ]
         );
-        assert_eq!(pods["shortNames"], json!(["po"]));
+        assert_eq!(pods.short_names, ["po"]);
         // Local "c" sorts after peer "b": b's copy is first, so its other fields win.
         let merged = merge_peer_discovery("c", &local, &peers(&[("b", peer)]));
-        let pods = &merged[0]["versions"][0]["resources"][0];
-        assert_eq!(pods["shortNames"], json!(["p"]));
-        assert_eq!(pods["verbs"], json!(["create", "get", "list", "watch"]));
+        let pods = first_resource(&merged[0]);
+        assert_eq!(pods.short_names, ["p"]);
+        assert_eq!(pods.verbs, ["create", "get", "list", "watch"]);
     }
 
     #[test]
@@ -861,10 +472,7 @@ mod tests {
         ];
         let merged = merge_peer_discovery("a-server", &local, &peers(&[("b", peer)]));
         assert_eq!(names(&merged), ["z", "a"]);
-        assert_eq!(
-            merged[0]["versions"][0]["resources"][0]["verbs"],
-            json!(["get", "list"])
-        );
+        assert_eq!(first_resource(&merged[0]).verbs, ["get", "list"]);
     }
 
     #[test]
@@ -886,39 +494,42 @@ mod tests {
         let backward = merge_peer_discovery("a", &local, &[p2, p1]);
         assert_eq!(forward, backward);
         assert_eq!(names(&forward), ["one", "two", "shared"]);
-        assert_eq!(
-            forward[2]["versions"][0]["resources"][0]["verbs"],
-            json!(["get", "list", "watch"])
-        );
+        assert_eq!(first_resource(&forward[2]).verbs, ["get", "list", "watch"]);
     }
 
+    /// Go leaves an empty union nil; the typed structs hold it as an empty list (the verbs then
+    /// written `[]`, the subresources omitted), as the fake wrote the JSON merge's `null`.
     #[test]
-    fn empty_verb_union_is_null_and_empty_subresources_are_dropped() {
-        let mut a = resource("r", &[]);
-        a["subresources"] = json!([]);
-        let mut b = resource("r", &[]);
-        b["singularResource"] = json!("other");
-        let merged = merge_resource_capabilities(&a, &b);
-        assert_eq!(merged["verbs"], Value::Null);
-        assert!(merged.get("subresources").is_none());
-        assert_eq!(merged["singularResource"], "r");
+    fn empty_verb_union_is_empty_and_empty_subresources_are_dropped() {
+        let mut a: APIResourceDiscovery = decode(resource("r", &[]));
+        a.subresources = vec![];
+        let mut b: APIResourceDiscovery = decode(resource("r", &[]));
+        b.singular_resource = "other".to_owned();
+        merge_resource_capabilities(&mut a, &b);
+        assert!(a.verbs.is_empty());
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(json["verbs"], json!([]));
+        assert!(json.get("subresources").is_none());
+        assert_eq!(a.singular_resource, "r");
     }
 
-    /// Upstream copies a non-object entry when the other copy lists entries, which counts as a
-    /// change even though nothing differs: here that makes the local list's repeated group collapse.
+    /// A group listed twice by every server, its two copies differing: the second copy changes the
+    /// first, which counts as a change, so the repeated group collapses into one merged entry.
     #[test]
-    fn a_non_object_entry_counts_as_changed_by_a_copy_with_entries() {
-        let junk = json!({"metadata": {"name": "g"}, "versions": ["junk"]});
-        let full = json!({"metadata": {"name": "g"}, "versions": [{"version": "", "resources": [{"resource": "r"}]}]});
-        let local = vec![junk.clone(), full];
+    fn a_repeated_group_whose_copies_differ_collapses_into_one() {
+        let first = group("g", vec![version("", vec![resource("r", &["get"])])]);
+        let second = group("g", vec![version("", vec![resource("r", &["list"])])]);
+        let local = vec![first, second];
         let peer = peers(&[("b", local.clone())]);
         let merged = merge_peer_discovery("a", &local, &peer);
-        assert_eq!(merged, [junk]);
-        assert_eq!(merged, reference::merge_peer_discovery("a", &local, &peer));
+        assert_eq!(names(&merged), ["g"]);
+        assert_eq!(first_resource(&merged[0]).verbs, ["get", "list"]);
+        assert_eq!(merged, reference_merge("a", &local, &peer));
     }
 
-    /// The implementation this module replaced (clone-per-merge, string-keyed), kept verbatim as the
-    /// oracle for the property tests below: the output must stay byte for byte the same.
+    /// The JSON (`serde_json::Value`) implementation this module had before it became typed, kept
+    /// verbatim as the oracle for the property tests below: the typed merge must give what it gave
+    /// once its output is decoded into the typed structs (what apiserver-fake did with it).
     mod reference {
         use std::borrow::Cow;
         use std::cmp::Reverse;
@@ -1270,8 +881,7 @@ mod tests {
         match rng.below(13) {
             0 => Value::Null,
             1 => json!([]),
-            2 => json!(["get", 7, "list"]),
-            3 => json!([7, "get", "list"]),
+            2 => json!(["list", "get", "list"]),
             _ => {
                 let count = 1 + rng.below(4);
                 json!(rng.picks(VERBS, count))
@@ -1280,9 +890,6 @@ mod tests {
     }
 
     fn gen_subresource(rng: &mut Rng) -> Value {
-        if rng.chance(3) {
-            return json!("not-an-object");
-        }
         let name = rng.pick(SUBRESOURCES);
         let verbs = gen_verbs(rng);
         let kind = json!({"group": "", "version": "", "kind": rng.pick(&["Scale", "Status"])});
@@ -1297,13 +904,10 @@ mod tests {
     }
 
     fn gen_resource(rng: &mut Rng, name: &str) -> Value {
-        if rng.chance(2) {
-            return json!(name);
-        }
         let mut fields = vec![];
         match rng.below(20) {
             0 => {}
-            1 => fields.push(("resource", json!(3))),
+            1 => fields.push(("resource", json!(null))),
             _ => fields.push(("resource", json!(name))),
         }
         fields.push(("responseKind", json!({"group": "", "version": "", "kind": name})));
@@ -1331,9 +935,6 @@ mod tests {
     }
 
     fn gen_version(rng: &mut Rng, name: &str, resource_pool: &[&str]) -> Value {
-        if rng.chance(2) {
-            return json!(null);
-        }
         let resources = match rng.below(15) {
             0 => None,
             1 => Some(json!(null)),
@@ -1354,12 +955,9 @@ mod tests {
     }
 
     fn gen_group(rng: &mut Rng, name: &str, resource_pool: &[&str]) -> Value {
-        if rng.chance(2) {
-            return json!(["not", "a", "group"]);
-        }
         let versions = match rng.below(15) {
             0 => None,
-            1 => Some(json!("v1")),
+            1 => Some(json!(null)),
             _ => {
                 let count = rng.below(4);
                 let names = rng.picks(&["v1", "v2", "v1beta1"], count);
@@ -1403,14 +1001,31 @@ mod tests {
         groups
     }
 
-    fn to_json(groups: &[Value]) -> String {
+    fn to_json(groups: &[APIGroupDiscovery]) -> String {
         serde_json::to_string(groups).unwrap_or_default()
+    }
+
+    /// The groups as the peer discovery cache holds them: decoded into the typed structs.
+    fn typed(groups: &[Value]) -> Vec<APIGroupDiscovery> {
+        groups.iter().map(|group| decode(group.clone())).collect()
+    }
+
+    /// The reference merge of the same (typed) input, its output decoded.
+    fn reference_merge(
+        local_id: &str,
+        local: &[APIGroupDiscovery],
+        peers: &[(String, Vec<APIGroupDiscovery>)],
+    ) -> Vec<APIGroupDiscovery> {
+        let json = |groups: &[APIGroupDiscovery]| -> Vec<Value> {
+            groups.iter().map(|g| serde_json::to_value(g).unwrap()).collect()
+        };
+        let peers: Vec<(String, Vec<Value>)> = peers.iter().map(|(id, g)| (id.clone(), json(g))).collect();
+        typed(&reference::merge_peer_discovery(local_id, &json(local), &peers))
     }
 
     /// The new merge against the reference on generated inputs: divergent and equal group orders,
     /// cycles, repeated names at every level, verb and subresource unions, groups shared by many
-    /// servers, key orders that differ between copies, missing and malformed fields, and peer IDs
-    /// sorting before, after or equal to the local one.
+    /// servers, missing and null fields, and peer IDs sorting before, after or equal to the local one.
     #[test]
     fn merge_matches_reference_on_generated_inputs() {
         let small_pool: &[&str] = &["pods", "jobs", "roles", "leases"];
@@ -1430,16 +1045,16 @@ mod tests {
                 .map(|n| (*n, gen_group(rng, n, resource_pool)))
                 .collect();
             let local_id = rng.pick(&["m", "a", "z"]);
-            let local = gen_server(rng, &canonical, resource_pool);
-            let peers: Vec<(String, Vec<Value>)> = (0..rng.below(5))
+            let local = typed(&gen_server(rng, &canonical, resource_pool));
+            let peers: Vec<(String, Vec<APIGroupDiscovery>)> = (0..rng.below(5))
                 .map(|_| {
                     let id = rng.pick(&["a", "b", "m", "n", "y", "z"]).to_owned();
-                    (id, gen_server(rng, &canonical, resource_pool))
+                    (id, typed(&gen_server(rng, &canonical, resource_pool)))
                 })
                 .collect();
 
             let got = merge_peer_discovery(local_id, &local, &peers);
-            let want = reference::merge_peer_discovery(local_id, &local, &peers);
+            let want = reference_merge(local_id, &local, &peers);
             assert_eq!(to_json(&got), to_json(&want), "seed {seed}");
             if got == local {
                 unchanged += 1;
@@ -1499,11 +1114,12 @@ mod tests {
                 }
                 groups
             };
-            let local = server(rng);
-            let peers: Vec<(String, Vec<Value>)> =
-                (0..20).map(|p| (format!("peer-{p:02}"), server(rng))).collect();
+            let local = typed(&server(rng));
+            let peers: Vec<(String, Vec<APIGroupDiscovery>)> = (0..20)
+                .map(|p| (format!("peer-{p:02}"), typed(&server(rng))))
+                .collect();
             let got = merge_peer_discovery("server-a", &local, &peers);
-            let want = reference::merge_peer_discovery("server-a", &local, &peers);
+            let want = reference_merge("server-a", &local, &peers);
             assert_eq!(to_json(&got), to_json(&want), "seed {seed}");
         }
     }
@@ -1514,7 +1130,7 @@ mod tests {
         let alphabet: Vec<&str> = alphabet.iter().map(String::as_str).collect();
         for seed in 0..5000 {
             let rng = &mut Rng(seed);
-            // Few names: cycles and complete lists are common; many: the hashed interner.
+            // Few names: cycles and complete lists are common; many: long lists.
             let pool = &alphabet[..if rng.chance(20) { 40 } else { 2 + rng.below(6) }];
             let lists: Vec<Vec<&str>> = (0..rng.below(6))
                 .map(|_| {
@@ -1536,8 +1152,10 @@ mod tests {
         }
     }
 
+    /// The merge's "a resource differs" is equality of the typed structs: it must be equality of
+    /// their JSON (what the reference compares), whatever the input's key order.
     #[test]
-    fn json_eq_is_serde_equality() {
+    fn typed_equality_is_json_equality() {
         let rng = &mut Rng(7);
         for _ in 0..2000 {
             let a = gen_resource(rng, "r");
@@ -1546,20 +1164,17 @@ mod tests {
             } else {
                 gen_resource(rng, "r")
             };
-            assert_eq!(json_eq(&a, &b), a == b, "{a} vs {b}");
+            let (ta, tb): (APIResourceDiscovery, APIResourceDiscovery) = (decode(a.clone()), decode(b));
+            let json = |r: &APIResourceDiscovery| serde_json::to_value(r).unwrap();
+            assert_eq!(ta == tb, json(&ta) == json(&tb), "{a}");
             let reordered = object(
                 rng,
                 a.as_object().map_or(vec![], |o| {
                     o.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
                 }),
             );
-            if a.is_object() {
-                assert!(json_eq(&a, &reordered));
-                assert_eq!(
-                    json_identical(&a, &reordered),
-                    serde_json::to_string(&a).ok() == serde_json::to_string(&reordered).ok()
-                );
-            }
+            let tr: APIResourceDiscovery = decode(reordered);
+            assert_eq!(ta, tr);
         }
     }
 }

@@ -14,7 +14,9 @@
 //!   fed by [`PeerDiscoverySync`]);
 //! - forwarding over mTLS ([`PeerTransport`], [`PeerTlsConfig`], [`forward`], [`proxy`]);
 //! - the receiving side of the front-proxy handshake ([`RequestHeaderAuthenticator`]);
-//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends.
+//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends;
+//! - peer-aggregated `/apis` discovery ([`PeerAggregatedDiscoveryHandler`], [`merge_peer_discovery`])
+//!   over the aggregated discovery wire types ([`apidiscovery`]).
 //!
 //! # Embedding
 //!
@@ -56,10 +58,11 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod apidiscovery;
 pub mod body;
 pub mod decision;
 pub mod discovery_fetch;
-pub mod discovery_merge;
+mod discovery_merge;
 pub mod discovery_peers;
 pub mod forward;
 pub mod future;
@@ -68,6 +71,7 @@ pub mod gvr;
 pub mod layer;
 pub mod metrics;
 pub mod objects;
+mod peer_aggregated;
 pub mod peer_discovery;
 pub mod peer_tls;
 pub mod proxy;
@@ -98,6 +102,9 @@ pub use gvr::GroupVersionResource;
 pub use layer::{MvpBuilder, MvpLayer};
 pub use metrics::{MetricsGeneration, MvpMetrics};
 pub use objects::{ApiService, CustomResourceDefinition, GroupVersion, Lease, StorageVersion};
+pub use peer_aggregated::{
+    DiscoveryAnswer, DiscoveryProfile, PeerAggregatedDiscoveryHandler, PeerAggregatedMetrics,
+};
 pub use peer_discovery::{DiscoveryResolver, LocalDiscoveryCache, PeerDiscoveryCache, PeerDiscoveryEntry};
 pub use peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
 pub use request_info::{RequestInfo, RequestInfoError};

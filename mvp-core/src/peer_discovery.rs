@@ -8,8 +8,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use serde::Deserialize as _;
 use serde_json::Value;
 
+use crate::apidiscovery::APIGroupDiscovery;
 use crate::gvr::GroupVersionResource;
 use crate::resolve::{LocalServedResources, PeerResolver};
 use crate::snapshot::Snapshot;
@@ -52,12 +54,15 @@ pub struct PeerDiscoveryEntry {
     /// Every GVR the peer lists (core group `""`).
     pub gvrs: HashSet<GroupVersionResource>,
     /// The peer's `APIGroupDiscovery` objects, core group excluded, first occurrence per
-    /// group name, in the peer's order (input to peer-aggregated discovery).
-    pub groups: Vec<Value>,
+    /// group name, in the peer's order (input to peer-aggregated discovery). Decoded as upstream
+    /// decodes them into its Go structs: fields this server does not know are dropped.
+    pub groups: Vec<APIGroupDiscovery>,
 }
 
 impl PeerDiscoveryEntry {
-    /// Builds an entry from the discovery documents fetched from a peer.
+    /// Builds an entry from the discovery documents fetched from a peer. A group that does not
+    /// decode as an `APIGroupDiscovery` (a field of the wrong type) is left out of
+    /// [`Self::groups`]; its resources still count in [`Self::gvrs`].
     pub fn from_discovery_lists<'a>(lists: impl IntoIterator<Item = &'a Value>) -> Self {
         let mut entry = Self::default();
         let mut seen = HashSet::new();
@@ -70,7 +75,12 @@ impl PeerDiscoveryEntry {
                     .unwrap_or("");
                 // The core group is proxied but never peer-aggregated (docs/mvp-behaviour.md §1.5).
                 if !name.is_empty() && seen.insert(name.to_owned()) {
-                    entry.groups.push(group.clone());
+                    match APIGroupDiscovery::deserialize(group) {
+                        Ok(group) => entry.groups.push(group),
+                        Err(err) => {
+                            tracing::debug!(group = name, error = %err, "undecodable peer discovery group")
+                        }
+                    }
                 }
             }
         }
@@ -190,10 +200,10 @@ impl PeerDiscoveryCache {
 
     /// Each peer's (exclusion-filtered) groups, sorted by peer ID, skipping `own_id` and
     /// peers left with no group. Groups whose versions are all excluded are dropped.
-    pub fn peer_groups(&self, own_id: &str) -> Vec<(String, Vec<Value>)> {
+    pub fn peer_groups(&self, own_id: &str) -> Vec<(String, Vec<APIGroupDiscovery>)> {
         let entries = self.entries.load();
         let excluded = self.excluded.load();
-        let mut out: Vec<(String, Vec<Value>)> = entries
+        let mut out: Vec<(String, Vec<APIGroupDiscovery>)> = entries
             .iter()
             .filter(|(id, _)| id.as_str() != own_id)
             .map(|(id, e)| {
@@ -205,7 +215,7 @@ impl PeerDiscoveryCache {
                         .collect(),
                 )
             })
-            .filter(|(_, groups): &(String, Vec<Value>)| !groups.is_empty())
+            .filter(|(_, groups): &(String, Vec<APIGroupDiscovery>)| !groups.is_empty())
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
@@ -223,25 +233,16 @@ impl PeerDiscoveryCache {
 }
 
 /// A group with its excluded versions removed; `None` when no version remains.
-fn filter_group(group: &Value, excluded: &HashSet<GroupVersion>) -> Option<Value> {
-    if excluded.is_empty() {
-        return Some(group.clone());
-    }
-    let name = group
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+fn filter_group(group: &APIGroupDiscovery, excluded: &HashSet<GroupVersion>) -> Option<APIGroupDiscovery> {
     let mut group = group.clone();
-    if let Some(versions) = group.get_mut("versions").and_then(Value::as_array_mut) {
-        versions.retain(|v| {
-            let version = v.get("version").and_then(Value::as_str).unwrap_or("");
-            !excluded.contains(&(name.to_owned(), version.to_owned()))
-        });
-        if versions.is_empty() {
-            return None;
-        }
+    if excluded.is_empty() {
+        return Some(group);
     }
-    Some(group)
+    let name = group.name().to_owned();
+    group
+        .versions
+        .retain(|v| !excluded.contains(&(name.clone(), v.version.clone())));
+    (!group.versions.is_empty()).then_some(group)
 }
 
 /// The Discovery-mode resolver: local capability from a [`LocalDiscoveryCache`], peers from
@@ -337,7 +338,7 @@ mod tests {
         assert_eq!(e.gvrs.len(), 5);
         assert!(e.gvrs.contains(&GroupVersionResource::new("", "v1", "pods")));
         assert_eq!(e.groups.len(), 1, "core excluded, batch once");
-        assert_eq!(e.groups[0]["versions"][0]["version"], "v1");
+        assert_eq!(e.groups[0].versions[0].version, "v1");
         assert!(PeerDiscoveryEntry::from_discovery_lists([]).is_empty());
     }
 

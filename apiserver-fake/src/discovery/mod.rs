@@ -34,26 +34,12 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Response, StatusCode, header};
 use serde::Serialize;
 
+use mvp_core::{DiscoveryAnswer, DiscoveryProfile, PeerAggregatedDiscoveryHandler};
+
 use crate::catalog::{FeatureGates, KubeVersion, ServedApis};
 use crate::status::Status;
 use accept::{ACCEPTED_MEDIA_TYPES, MediaKind, Negotiated, negotiate};
-use aggregated::{AggregatedVersion, ApiGroupDiscoveryList};
-
-/// Source of the peer-aggregated `/apis` document (KEP-4020 beta, upstream
-/// `aggregated/peer_aggregated_handler.go`).
-///
-/// Installed by the server when the Mixed Version Proxy merges peers' discovery (gate
-/// `UnknownVersionInteroperabilityProxy` on and a peer CA configured). It is consulted only for
-/// `GET /apis` negotiating aggregated `v2` without `profile=nopeer`; `nopeer`, `v2beta1`, `/api` and
-/// every unaggregated document stay local (docs/mvp-behaviour.md §1.5, §7.2).
-pub trait PeerAggregatedDiscovery: Send + Sync {
-    /// The merged document for this server, given its local one; `None` serves the local one.
-    fn merged_apis(&self, local: &ApiGroupDiscoveryList) -> Option<ApiGroupDiscoveryList>;
-
-    /// Called for every aggregated `v2` request of `/api` or `/apis` with `profile=nopeer` (served
-    /// locally), so the hook can count it (`aggregator_discovery_nopeer_requests_total`).
-    fn nopeer_requested(&self) {}
-}
+use aggregated::AggregatedVersion;
 
 /// What [`serve`] needs besides the API set.
 #[derive(Clone)]
@@ -64,8 +50,11 @@ pub struct DiscoveryContext {
     pub feature_gates: FeatureGates,
     /// `host:port` published in `/api`'s `serverAddressByClientCIDRs`.
     pub server_address: String,
-    /// Peer-aggregated `/apis` hook; `None` serves only local APIs.
-    pub peer_aggregated: Option<Arc<dyn PeerAggregatedDiscovery>>,
+    /// Peer-aggregated discovery (KEP-4020 beta, docs/mvp-behaviour.md §1.5, §7.1): installed when the
+    /// Mixed Version Proxy gate is on (1.35+). It answers aggregated `v2` requests of `/api` and
+    /// `/apis` (merging `/apis` once the peer proxy connected its peer cache, counting `nopeer`
+    /// requests); `v2beta1` and every unaggregated document stay local. `None` serves only local APIs.
+    pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
 }
 
 impl fmt::Debug for DiscoveryContext {
@@ -195,21 +184,19 @@ fn respond(
             media,
             profile,
         } => {
-            let local_v2 = match path {
-                DiscoveryPath::Api => aggregated::api_document(apis, ctx.version, AggregatedVersion::V2),
-                _ => aggregated::apis_document(apis, ctx.version, AggregatedVersion::V2),
+            let local = match path {
+                DiscoveryPath::Api => aggregated::api_document(apis, ctx.version, version),
+                _ => aggregated::apis_document(apis, ctx.version, version),
             };
-            let peer_merged = match (&ctx.peer_aggregated, path, version, profile.as_deref()) {
-                (Some(hook), _, AggregatedVersion::V2, Some("nopeer")) => {
-                    hook.nopeer_requested();
-                    None
+            let profile = DiscoveryProfile::from_parameter(profile.as_deref());
+            let answer = match (&ctx.peer_aggregated, version, path) {
+                (Some(handler), AggregatedVersion::V2, DiscoveryPath::Apis) => {
+                    handler.serve_apis(local, profile, if_none_match)
                 }
-                (Some(hook), DiscoveryPath::Apis, AggregatedVersion::V2, _) => hook.merged_apis(&local_v2),
-                _ => None,
+                (Some(handler), AggregatedVersion::V2, _) => handler.serve_api(local, profile, if_none_match),
+                _ => DiscoveryAnswer::new(local, if_none_match),
             };
-            let mut document = peer_merged.unwrap_or(local_v2);
-            document.api_version = version.api_version();
-            aggregated_response(&document, version, media, if_none_match)
+            aggregated_response(answer, version, media)
         }
         Negotiated::Legacy(media) => {
             let body = match path {
@@ -263,18 +250,15 @@ fn sort_keys(value: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// The response for `answer` (upstream `ServeHTTPWithETag`): the `ETag`, `Vary: Accept` and
+/// `Cache-Control: public` in both cases, the document encoded as negotiated or a bodiless 304.
 fn aggregated_response(
-    document: &ApiGroupDiscoveryList,
+    answer: DiscoveryAnswer,
     version: AggregatedVersion,
     media: MediaKind,
-    if_none_match: Option<&str>,
 ) -> Response<Bytes> {
-    let etag = document.etag();
-    let mut response = if if_none_match == Some(etag.as_str()) {
-        let mut response = Response::new(Bytes::new());
-        *response.status_mut() = StatusCode::NOT_MODIFIED;
-        response
-    } else {
+    let DiscoveryAnswer { etag, document } = answer;
+    let mut response = if let Some(document) = document {
         let content_type = match media {
             MediaKind::Json => version.content_type().to_string(),
             MediaKind::Yaml => {
@@ -284,7 +268,11 @@ fn aggregated_response(
                 )
             }
         };
-        with_body(StatusCode::OK, &content_type, encode(document, media))
+        with_body(StatusCode::OK, &content_type, encode(&*document, media))
+    } else {
+        let mut response = Response::new(Bytes::new());
+        *response.status_mut() = StatusCode::NOT_MODIFIED;
+        response
     };
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&etag) {
@@ -524,50 +512,133 @@ mod tests {
         );
     }
 
-    struct AddsGroup;
+    /// A peer entry serving `list` (as the peer discovery sync builds it from a peer's `/apis`).
+    fn peer_entry(list: &aggregated::APIGroupDiscoveryList) -> mvp_core::PeerDiscoveryEntry {
+        mvp_core::PeerDiscoveryEntry::from_discovery_lists([&serde_json::to_value(list).unwrap()])
+    }
 
-    impl PeerAggregatedDiscovery for AddsGroup {
-        fn merged_apis(&self, local: &ApiGroupDiscoveryList) -> Option<ApiGroupDiscoveryList> {
-            let extra = ServedApis {
-                groups: vec![ApiGroup {
-                    name: "peer.example.com".into(),
-                    versions: vec![ApiVersion {
-                        version: "v1".into(),
-                        resources: vec![ApiResource {
-                            name: "things".into(),
-                            kind: "Thing".into(),
-                            ..Default::default()
-                        }],
-                    }],
-                }],
-            };
-            let mut merged = local.clone();
-            merged
-                .items
-                .extend(aggregated::apis_document(&extra, KubeVersion::NEWEST, AggregatedVersion::V2).items);
-            Some(merged)
-        }
+    /// A 1.36 context whose peer-aggregated handler sees one peer, `peer-server-1`, serving `peer`.
+    fn with_peer(ctx: &mut DiscoveryContext, peer: &ServedApis) -> Arc<PeerAggregatedDiscoveryHandler> {
+        let handler = Arc::new(
+            PeerAggregatedDiscoveryHandler::new("test-server", &prometheus::Registry::new()).unwrap(),
+        );
+        let peers = Arc::new(mvp_core::PeerDiscoveryCache::new());
+        let document = aggregated::apis_document(peer, ctx.version, AggregatedVersion::V2);
+        peers.replace(std::collections::HashMap::from([(
+            "peer-server-1".to_owned(),
+            peer_entry(&document),
+        )]));
+        handler.set_peer_cache(peers);
+        ctx.peer_aggregated = Some(handler.clone());
+        handler
+    }
+
+    fn names(response: Response<Bytes>) -> Vec<String> {
+        json(&response)["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().unwrap_or("").to_string())
+            .collect()
     }
 
     #[test]
-    fn peer_aggregated_hook_applies_to_apis_v2_unless_nopeer() {
+    fn peer_aggregation_applies_to_apis_v2_unless_nopeer() {
         let (apis, mut ctx) = setup(36, "", "");
-        ctx.peer_aggregated = Some(Arc::new(AddsGroup));
-        let names = |response: Response<Bytes>| -> Vec<String> {
-            json(&response)["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|item| item["metadata"]["name"].as_str().unwrap_or("").to_string())
-                .collect()
+        let peer = ServedApis {
+            groups: vec![ApiGroup {
+                name: "peer.example.com".into(),
+                versions: vec![ApiVersion {
+                    version: "v1".into(),
+                    resources: vec![ApiResource {
+                        name: "things".into(),
+                        kind: "Thing".into(),
+                        ..Default::default()
+                    }],
+                }],
+            }],
         };
+        with_peer(&mut ctx, &peer);
         let merged = names(get("/apis", &[("accept", V2)], &apis, &ctx).unwrap());
-        assert_eq!(merged.last().map(String::as_str), Some("peer.example.com"));
+        assert!(merged.contains(&"peer.example.com".to_owned()));
         let nopeer = format!("{V2};profile=nopeer");
         let local = names(get("/apis", &[("accept", &nopeer)], &apis, &ctx).unwrap());
         assert_eq!(local.len() + 1, merged.len());
         let core = names(get("/api", &[("accept", V2)], &apis, &ctx).unwrap());
         assert_eq!(core, vec![String::new()], "/api is never peer-aggregated");
+    }
+
+    /// A peer serving every group, in the same order as this server minus batch: the merged
+    /// document is the peer's own (its list holds every group: MergePreservingRelativeOrder's
+    /// shortcut), with its own ETag; and If-None-Match with that ETag is a 304.
+    #[test]
+    fn a_peer_group_is_added_the_etag_changes_and_if_none_match_still_applies() {
+        let (apis, mut ctx) = setup(36, "batch/v1=false", "");
+        let (full, _) = setup(36, "", "");
+        with_peer(&mut ctx, &full);
+        let merged = get("/apis", &[("accept", V2)], &apis, &ctx).unwrap();
+        let etag = merged.headers()[header::ETAG].to_str().unwrap().to_owned();
+        let peer_document = aggregated::apis_document(&full, ctx.version, AggregatedVersion::V2);
+        assert_eq!(
+            merged.body().as_ref(),
+            [serde_json::to_vec(&peer_document).unwrap(), b"\n".to_vec()].concat()
+        );
+        assert_eq!(etag, peer_document.etag());
+        let local = aggregated::apis_document(&apis, ctx.version, AggregatedVersion::V2);
+        assert_ne!(etag, local.etag());
+        let cached = get("/apis", &[("accept", V2), ("if-none-match", &etag)], &apis, &ctx).unwrap();
+        assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
+        assert!(cached.body().is_empty());
+        assert_eq!(cached.headers()[header::ETAG].to_str().unwrap(), etag);
+        assert_eq!(cached.headers()[header::VARY], "Accept");
+    }
+
+    /// The typed documents decode back to themselves at every minor (with or without
+    /// `creationTimestamp: null`), so a peer serving exactly this server's groups adds nothing.
+    #[test]
+    fn json_round_trip_is_lossless_so_an_identical_peer_changes_nothing() {
+        for minor in [28, 33, 35, 36] {
+            let (apis, ctx) = setup(minor, "", "");
+            let local = aggregated::apis_document(&apis, ctx.version, AggregatedVersion::V2);
+            let back: aggregated::APIGroupDiscoveryList =
+                serde_json::from_value(serde_json::to_value(&local).unwrap()).unwrap();
+            assert_eq!(back, local, "1.{minor}");
+        }
+        let (apis, mut ctx) = setup(36, "batch/v1=false", "");
+        with_peer(&mut ctx, &apis);
+        let merged = get("/apis", &[("accept", V2)], &apis, &ctx).unwrap();
+        let local = aggregated::apis_document(&apis, ctx.version, AggregatedVersion::V2);
+        assert_eq!(merged.headers()[header::ETAG].to_str().unwrap(), local.etag());
+    }
+
+    /// Upstream `TestPeerAggregatedDiscoveryMetrics`, through the request path: three
+    /// peer-aggregated requests (one with an unknown profile) → 2 hits, 1 miss; two `nopeer`
+    /// requests, invalidating in between → nopeer 2, hits and misses unchanged.
+    #[test]
+    fn metrics_match_upstreams_unit_test() {
+        let (apis, mut ctx) = setup(36, "batch/v1=false", "");
+        let (full, _) = setup(36, "", "");
+        let handler = with_peer(&mut ctx, &full);
+        assert!(names(get("/apis", &[("accept", V2)], &apis, &ctx).unwrap()).contains(&"batch".to_owned()));
+        get("/apis", &[("accept", &format!("{V2};profile=foo"))], &apis, &ctx);
+        get("/apis", &[("accept", V2)], &apis, &ctx);
+        let nopeer = format!("{V2};profile=nopeer");
+        let local = names(get("/apis", &[("accept", &nopeer)], &apis, &ctx).unwrap());
+        assert!(!local.contains(&"batch".to_owned()));
+        handler.invalidate();
+        get("/apis", &[("accept", &nopeer)], &apis, &ctx);
+        handler.invalidate();
+        let m = handler.metrics();
+        assert_eq!(
+            (m.cache_hits.get(), m.cache_misses.get(), m.nopeer_requests.get()),
+            (2, 1, 2)
+        );
+        // `/api` goes through the same wrapper upstream: a nopeer request there counts too.
+        assert_eq!(
+            get("/api", &[("accept", &nopeer)], &apis, &ctx).unwrap().status(),
+            200
+        );
+        assert_eq!(m.nopeer_requests.get(), 3);
     }
 
     #[test]
