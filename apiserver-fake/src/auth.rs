@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use mvp_core::UserInfo;
-use mvp_core::requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig};
+use mvp_core::{RequestHeaderAuthenticator, RequestHeaderConfig};
 use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
@@ -291,7 +291,7 @@ impl Authenticator {
     fn strip_identity_headers(&self, headers: &mut HeaderMap) {
         match &self.request_header {
             Some(rh) => rh.strip_identity_headers(headers),
-            None => mvp_core::requestheader::strip_standard_identity_headers(headers),
+            None => mvp_core::strip_standard_identity_headers(headers),
         }
     }
 

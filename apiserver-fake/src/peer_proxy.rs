@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mvp_core::resolve::is_valid_host_port;
-use mvp_core::snapshot::Snapshot;
+use arc_swap::ArcSwap;
 use mvp_core::{
     DiscoveryConfig, DiscoveryPeers, GroupVersionResource, Lease, MetricsGeneration, MvpLayer, MvpMetrics,
     PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig, PeerTransport, StorageVersion,
@@ -56,14 +55,14 @@ pub const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
 pub struct StorePeerEndpoints {
     addresses: watch::Sender<Arc<HashMap<String, String>>>,
     /// Each peer's discovery receipt (see [`crate::peer_receipts`]).
-    receipts: Snapshot<HashMap<String, peer_receipts::Receipt>>,
+    receipts: ArcSwap<HashMap<String, peer_receipts::Receipt>>,
 }
 
 impl Default for StorePeerEndpoints {
     fn default() -> Self {
         Self {
             addresses: watch::Sender::new(Arc::default()),
-            receipts: Snapshot::default(),
+            receipts: ArcSwap::default(),
         }
     }
 }
@@ -95,7 +94,7 @@ impl StorePeerEndpoints {
                     Some((id.to_owned(), peer_receipts::from_record(record)?))
                 })
                 .collect();
-            self.receipts.store(receipts);
+            self.receipts.store(Arc::new(receipts));
         }
     }
 
@@ -128,11 +127,6 @@ impl StorePeerEndpoints {
     /// would take peers that published theirs just before for unreachable.
     fn sees(&self, own_id: &str) -> bool {
         self.addresses.borrow().contains_key(own_id)
-    }
-
-    /// Whether `server_id` has an address a request could be sent to.
-    fn is_reachable(&self, server_id: &str) -> bool {
-        self.endpoint(server_id).is_some_and(|hp| is_valid_host_port(&hp))
     }
 }
 

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mvp_core::requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig};
+use mvp_core::{RequestHeaderAuthenticator, RequestHeaderConfig};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(authenticator) =

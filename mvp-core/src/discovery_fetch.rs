@@ -14,9 +14,7 @@ use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
 use serde_json::Value;
 
-use crate::metrics::{
-    DISCOVERY_ERROR_FETCH, DISCOVERY_ERROR_HOSTPORT_RESOLUTION, DISCOVERY_ERROR_LEASE_LIST, MvpMetrics,
-};
+use crate::metrics::{DISCOVERY_ERROR_FETCH, DISCOVERY_ERROR_HOSTPORT_RESOLUTION, MvpMetrics};
 use crate::peer_discovery::{PeerDiscoveryCache, PeerDiscoveryEntry};
 use crate::proxy::proxy_to_peer;
 use crate::resolve::{PeerEndpoints, is_valid_host_port};
@@ -36,9 +34,6 @@ const DISCOVERY_PATHS: [&str; 2] = ["/api", "/apis"];
 /// Errors of a peer discovery sync.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PeerDiscoveryError {
-    /// Listing the identity leases failed.
-    #[error("{0}")]
-    LeaseList(String),
     /// A peer's address is unknown or not `host:port`.
     #[error("failed to get host port info from identity lease for server {server_id}: {reason}")]
     HostPort {
@@ -89,11 +84,6 @@ impl PeerDiscoverySync {
         }
     }
 
-    /// The cache this syncer fills.
-    pub fn cache(&self) -> &Arc<PeerDiscoveryCache> {
-        &self.cache
-    }
-
     /// One full rebuild from the given valid peer IDs (see
     /// [`Lease::is_peer_identity_lease_of`](crate::Lease::is_peer_identity_lease_of)). The cache is replaced even
     /// when some peers failed; the last error is returned. Which peers had an address is
@@ -121,37 +111,6 @@ impl PeerDiscoverySync {
         self.cache.replace(entries);
         self.cache.set_reached(reached);
         last_err.map_or(Ok(()), Err)
-    }
-
-    /// Lists peers with `list_peers` and syncs, retrying a failing sync up to
-    /// [`MAX_RETRIES`] times with exponential backoff (5 ms doubling, as client-go's default
-    /// controller rate limiter). Marks the cache synced after the first attempt.
-    pub async fn sync_with_retries<F>(&self, list_peers: F) -> Result<(), PeerDiscoveryError>
-    where
-        F: Fn() -> Result<Vec<String>, String>,
-    {
-        let mut attempt = 0u32;
-        loop {
-            let result = match list_peers() {
-                Ok(ids) => self.sync(&ids).await,
-                Err(err) => {
-                    self.inc(DISCOVERY_ERROR_LEASE_LIST);
-                    Err(PeerDiscoveryError::LeaseList(err))
-                }
-            };
-            self.cache.mark_synced();
-            match result {
-                Ok(()) => return Ok(()),
-                Err(err) if attempt >= MAX_RETRIES => {
-                    tracing::info!(error = %err, "dropping peer discovery sync after retries");
-                    return Err(err);
-                }
-                Err(_) => {
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-            }
-        }
     }
 
     /// Fetches one peer's discovery: the entry built from whatever succeeded, and the last

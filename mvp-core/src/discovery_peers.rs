@@ -19,7 +19,7 @@ use crate::gvr::GroupVersionResource;
 use crate::metrics::MvpMetrics;
 use crate::objects::{GroupVersion, Lease};
 use crate::peer_discovery::{DiscoveryResolver, LocalDiscoveryCache, PeerDiscoveryCache};
-use crate::resolve::{PeerEndpoints, PeerResolver, is_valid_host_port};
+use crate::resolve::{PeerEndpoints, PeerResolver};
 use crate::transport::PeerTransport;
 
 /// Upstream's local discovery refresh period (`RunLocalDiscoveryCacheSync`).
@@ -197,7 +197,7 @@ impl DiscoveryPeers {
 
     /// Drives the view: takes the local snapshot now and every refresh period, syncs peers'
     /// discovery on lease and address changes (retrying a failed sync with client-go's backoff,
-    /// up to [`MAX_RETRIES`] times), and applies exclusion with its grace timers. Spawn it once;
+    /// up to 20 times, as upstream since 1.35), and applies exclusion with its grace timers. Spawn it once;
     /// it runs until dropped.
     pub fn run(&self) -> impl Future<Output = ()> + Send + 'static {
         let this = self.clone();
@@ -241,10 +241,7 @@ impl DiscoveryPeers {
     }
 
     fn is_reachable(&self, server_id: &str) -> bool {
-        self.inner
-            .endpoints
-            .endpoint(server_id)
-            .is_some_and(|hp| is_valid_host_port(&hp))
+        self.inner.endpoints.is_reachable(server_id)
     }
 
     async fn local_loop(&self) {

@@ -18,9 +18,6 @@ use crate::requestheader::{
 };
 use crate::user::UserInfo;
 
-/// The audit ID header kube-apiserver propagates to the peer.
-pub const AUDIT_ID_HEADER: &str = "audit-id";
-
 /// The client's address, if the server puts it into the request extensions; forwarded as
 /// `X-Forwarded-For` as Go's `httputil.ReverseProxy` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

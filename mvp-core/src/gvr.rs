@@ -9,7 +9,7 @@ use std::fmt;
 ///
 /// The core ("legacy") group is the empty string, as it is in RequestInfo and in beta
 /// discovery data. StorageVersion objects spell it `core`; that spelling is translated where
-/// those objects are read (see [`crate::storage_version`]), never stored here.
+/// those objects are read (see [`StorageVersionResolver`](crate::StorageVersionResolver)), never stored here.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupVersionResource {
     /// API group, `""` for the core group.

@@ -6,17 +6,21 @@
 //! two 503 shapes, same metrics. The crate has no web-framework dependency; the layer wraps
 //! any `tower::Service<http::Request<B>>`.
 //!
-//! The pieces, one concept per module:
+//! The pieces:
+//! - [`MvpLayer`], made by [`MvpLayer::builder`] for one of upstream's two ways to find out
+//!   which peer serves what, each with the input the server feeds:
+//!   - Discovery mode (upstream beta, the default from 1.33): [`DiscoveryPeers`], fed with
+//!     identity [`Lease`]s, address changes and the group versions of
+//!     [`CustomResourceDefinition`]s and [`ApiService`]s; it fetches peers' discovery itself;
+//!   - StorageVersion mode (upstream alpha): [`StorageVersionResolver`], fed with
+//!     [`StorageVersion`] objects;
+//!   - or a source of one's own behind [`LocalServedResources`] and [`PeerResolver`];
+//! - [`PeerEndpoints`] (where peers listen), [`PeerTlsConfig`] and [`PeerTransport`] (mTLS to them);
 //! - classification: [`RequestInfo`] (kube-apiserver's `RequestInfoFactory`), [`GroupVersionResource`];
-//! - the decision ([`decision`]) behind small seams ([`resolve`]): [`LocalServedResources`],
-//!   [`PeerResolver`], [`PeerEndpoints`], with two ready-made resolvers:
-//!   [`StorageVersionResolver`] (upstream alpha) and [`DiscoveryResolver`] (upstream beta,
-//!   fed by [`PeerDiscoverySync`]);
-//! - forwarding over mTLS ([`PeerTransport`], [`PeerTlsConfig`], [`forward`], [`proxy`]);
-//! - the receiving side of the front-proxy handshake ([`RequestHeaderAuthenticator`]);
-//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends;
-//! - peer-aggregated `/apis` discovery ([`PeerAggregatedDiscoveryHandler`], [`merge_peer_discovery`])
-//!   over the aggregated discovery wire types ([`apidiscovery`]).
+//! - the receiving side of the front-proxy handshake: [`RequestHeaderAuthenticator`];
+//! - peer-aggregated `/apis` discovery: [`PeerAggregatedDiscoveryHandler`] and
+//!   [`merge_peer_discovery`], over the wire types of [`apidiscovery`];
+//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends.
 //!
 //! # Embedding
 //!
@@ -25,8 +29,8 @@
 //! forwards it as `X-Remote-*` headers.
 //!
 //! ```no_run
-//! use std::{convert::Infallible, sync::Arc};
-//! use mvp_core::{MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport};
+//! use std::{collections::HashSet, convert::Infallible, sync::Arc};
+//! use mvp_core::{DiscoveryConfig, GroupVersionResource, MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport};
 //!
 //! /// Where peers listen (a real server reads its peer endpoint leases).
 //! struct Endpoints;
@@ -36,22 +40,25 @@
 //!     }
 //! }
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let _ = rustls::crypto::ring::default_provider().install_default();
 //! let tls = PeerTlsConfig::from_files(
 //!     "/etc/kubernetes/pki/ca.crt",                  // --peer-ca-file
 //!     "/etc/kubernetes/pki/front-proxy-client.crt",  // --proxy-client-cert-file
 //!     "/etc/kubernetes/pki/front-proxy-client.key",  // --proxy-client-key-file
 //! )?;
-//! let (layer, storage_versions) =
-//!     MvpLayer::builder("apiserver-abc", Arc::new(Endpoints), PeerTransport::new(&tls)?).storage_version();
-//! // Feed `storage_versions` from a StorageVersion informer: `replace(...)`, then `mark_synced()`.
-//! # let _ = storage_versions;
+//! // What this server serves itself, as its aggregated discovery lists it.
+//! let served = || HashSet::from([GroupVersionResource::new("", "v1", "pods")]);
+//! let (layer, peers) = MvpLayer::builder("apiserver-abc", Arc::new(Endpoints), PeerTransport::new(&tls)?)
+//!     .discovery(DiscoveryConfig::new(served));
+//! tokio::spawn(peers.run());
+//! // From the server's informers: peers.set_identity_leases(..), peers.peer_endpoints_changed(),
+//! // peers.set_extension_group_versions(..).
 //! let local = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
 //!     Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("local"))))
 //! });
 //! let service = tower::ServiceBuilder::new().layer(layer).service(local);
-//! // Serve `service` with hyper-util (see examples/embed.rs).
+//! // Serve `service` with hyper-util or axum (see the crate's examples).
 //! # let _ = service;
 //! # Ok(())
 //! # }
@@ -59,31 +66,31 @@
 #![deny(missing_docs)]
 
 pub mod apidiscovery;
-pub mod body;
-pub mod decision;
-pub mod discovery_fetch;
+mod body;
+mod decision;
+mod discovery_fetch;
 mod discovery_merge;
-pub mod discovery_peers;
-pub mod forward;
-pub mod future;
+mod discovery_peers;
+mod forward;
+mod future;
 mod gv_exclusion;
-pub mod gvr;
-pub mod layer;
-pub mod metrics;
+mod gvr;
+mod layer;
+mod metrics;
 pub mod objects;
 mod peer_aggregated;
-pub mod peer_discovery;
-pub mod peer_tls;
-pub mod proxy;
-pub mod request_info;
-pub mod requestheader;
-pub mod resolve;
-pub mod service;
-pub mod snapshot;
-pub mod status;
-pub mod storage_version;
-pub mod transport;
-pub mod user;
+mod peer_discovery;
+mod peer_tls;
+mod proxy;
+mod request_info;
+mod requestheader;
+mod resolve;
+mod service;
+mod snapshot;
+mod status;
+mod storage_version;
+mod transport;
+mod user;
 
 #[cfg(test)]
 mod test_pki;
@@ -95,9 +102,11 @@ pub struct ReadmeDoctests;
 
 pub use body::{BoxError, MvpBody};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};
-pub use discovery_fetch::PeerDiscoverySync;
 pub use discovery_merge::{merge_peer_discovery, merge_preserving_relative_order};
-pub use discovery_peers::{DiscoveryConfig, DiscoveryPeers, LocalResources, PeerRun};
+pub use discovery_peers::{
+    DEFAULT_EXCLUSION_GRACE, DEFAULT_LOCAL_REFRESH, DiscoveryConfig, DiscoveryPeers, LocalResources, PeerRun,
+};
+pub use future::ResponseFuture;
 pub use gvr::GroupVersionResource;
 pub use layer::{MvpBuilder, MvpLayer};
 pub use metrics::{MetricsGeneration, MvpMetrics};
@@ -105,10 +114,12 @@ pub use objects::{ApiService, CustomResourceDefinition, GroupVersion, Lease, Sto
 pub use peer_aggregated::{
     DiscoveryAnswer, DiscoveryProfile, PeerAggregatedDiscoveryHandler, PeerAggregatedMetrics,
 };
-pub use peer_discovery::{DiscoveryResolver, LocalDiscoveryCache, PeerDiscoveryCache, PeerDiscoveryEntry};
+pub use peer_discovery::{PeerDiscoveryCache, PeerDiscoveryEntry};
 pub use peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
 pub use request_info::{RequestInfo, RequestInfoError};
-pub use requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig, RequestHeaderError};
+pub use requestheader::{
+    RequestHeaderAuthenticator, RequestHeaderConfig, RequestHeaderError, strip_standard_identity_headers,
+};
 pub use resolve::{LocalServedResources, PeerChooser, PeerEndpoints, PeerResolver};
 pub use service::Mvp;
 pub use storage_version::{StorageVersionIndex, StorageVersionResolver};

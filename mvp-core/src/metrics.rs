@@ -21,8 +21,6 @@ pub enum MetricsGeneration {
 pub const PROXY_ERROR_ENDPOINT_RESOLUTION: &str = "endpoint_resolution";
 /// `apiserver_peer_proxy_errors_total` type: the proxy transport could not be built.
 pub const PROXY_ERROR_TRANSPORT: &str = "proxy_transport";
-/// `apiserver_peer_discovery_sync_errors_total` type: listing identity leases failed.
-pub const DISCOVERY_ERROR_LEASE_LIST: &str = "lease_list";
 /// `apiserver_peer_discovery_sync_errors_total` type: a peer's host:port was unresolvable.
 pub const DISCOVERY_ERROR_HOSTPORT_RESOLUTION: &str = "hostport_resolution";
 /// `apiserver_peer_discovery_sync_errors_total` type: fetching a peer's discovery failed.
@@ -89,7 +87,7 @@ impl MvpMetrics {
 
     /// Counts one proxied request answered with `code` (the peer's status, or 503 on a
     /// transport error). `gvr` is `None` for discovery fetches (empty labels).
-    pub fn inc_rerouted(&self, code: u16, gvr: Option<&GroupVersionResource>) {
+    pub(crate) fn inc_rerouted(&self, code: u16, gvr: Option<&GroupVersionResource>) {
         let code = code.to_string();
         match self.generation {
             MetricsGeneration::Alpha => self.rerouted.with_label_values(&[code.as_str()]).inc(),
@@ -102,7 +100,7 @@ impl MvpMetrics {
 
     /// Counts a proxy error of type `kind` ([`PROXY_ERROR_ENDPOINT_RESOLUTION`],
     /// [`PROXY_ERROR_TRANSPORT`]); a no-op for [`MetricsGeneration::Alpha`].
-    pub fn inc_proxy_error(&self, kind: &str, gvr: Option<&GroupVersionResource>) {
+    pub(crate) fn inc_proxy_error(&self, kind: &str, gvr: Option<&GroupVersionResource>) {
         if let Some(c) = &self.proxy_errors {
             let (g, v, r) = labels(gvr);
             c.with_label_values(&[kind, g, v, r]).inc();
@@ -111,7 +109,7 @@ impl MvpMetrics {
 
     /// Counts a peer discovery sync error of type `kind` (`DISCOVERY_ERROR_*`); a no-op for
     /// [`MetricsGeneration::Alpha`].
-    pub fn inc_discovery_sync_error(&self, kind: &str) {
+    pub(crate) fn inc_discovery_sync_error(&self, kind: &str) {
         if let Some(c) = &self.discovery_sync_errors {
             c.with_label_values(&[kind]).inc();
         }

@@ -162,7 +162,7 @@ impl PeerAggregatedDiscoveryHandler {
     }
 
     /// Connects the peer discovery cache the Mixed Version Proxy fills (see
-    /// [`PeerDiscoverySync`](crate::PeerDiscoverySync)); from then on `/apis` is peer-aggregated.
+    /// [`DiscoveryPeers`](crate::DiscoveryPeers)); from then on `/apis` is peer-aggregated.
     /// Returns `false` (and changes nothing) if a cache was already connected.
     pub fn set_peer_cache(&self, peers: Arc<PeerDiscoveryCache>) -> bool {
         self.peers.set(peers).is_ok()

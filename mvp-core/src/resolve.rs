@@ -40,6 +40,12 @@ pub trait PeerEndpoints: Send + Sync + 'static {
     /// is not a valid `host:port` is treated as unresolvable, as upstream's
     /// `net.SplitHostPort` check does ("missing port in address").
     fn endpoint(&self, server_id: &str) -> Option<String>;
+
+    /// Whether `server_id` has an address a request could be sent to: one that passes
+    /// upstream's `net.SplitHostPort` check.
+    fn is_reachable(&self, server_id: &str) -> bool {
+        self.endpoint(server_id).is_some_and(|hp| is_valid_host_port(&hp))
+    }
 }
 
 /// Picks one of `n` eligible peer endpoints (upstream `rand.Intn(n)`).

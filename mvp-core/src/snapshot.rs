@@ -10,13 +10,6 @@ pub struct Snapshot<T> {
 }
 
 impl<T> Snapshot<T> {
-    /// A snapshot holding `value`.
-    pub fn new(value: T) -> Self {
-        Self {
-            current: RwLock::new(Arc::new(value)),
-        }
-    }
-
     /// The current value (one `Arc` clone under a read lock held for nanoseconds).
     pub fn load(&self) -> Arc<T> {
         self.current
@@ -44,7 +37,8 @@ mod tests {
 
     #[test]
     fn readers_keep_old_value_after_store() {
-        let s = Snapshot::new(1);
+        let s = Snapshot::default();
+        s.store(1);
         let old = s.load();
         s.store(2);
         s.update(|v| v + 1);

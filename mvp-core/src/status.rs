@@ -10,6 +10,7 @@ use http_body_util::Full;
 
 /// The message of the 503 Status written when capable peers exist but none has a usable
 /// address (docs/mvp-behaviour.md §4).
+#[cfg(test)]
 pub const ENDPOINT_RESOLUTION_MESSAGE: &str =
     "Error getting ip and port info of the remote server while proxying";
 

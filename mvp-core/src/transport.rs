@@ -105,7 +105,10 @@ impl PeerTransport {
     /// closed, e.g. because it crashed) is sent once more on a fresh connection, so the caller sees
     /// the peer's real state (its answer, or "connection refused") rather than a stale socket.
     /// Failures to connect are never repeated.
-    pub async fn send(&self, req: Request<PeerRequestBody>) -> Result<Response<Incoming>, TransportError> {
+    pub(crate) async fn send(
+        &self,
+        req: Request<PeerRequestBody>,
+    ) -> Result<Response<Incoming>, TransportError> {
         let endpoint = req.uri().authority().map(ToString::to_string).unwrap_or_default();
         let client = if req
             .extensions()

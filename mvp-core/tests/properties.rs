@@ -8,7 +8,7 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use mvp_core::RequestInfo;
-use mvp_core::requestheader::{RequestHeaderAuthenticator, RequestHeaderConfig};
+use mvp_core::{RequestHeaderAuthenticator, RequestHeaderConfig};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mvp_core::snapshot::Snapshot;
+use arc_swap::ArcSwap;
 use mvp_core::{RequestInfo, UserInfo};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -39,7 +39,7 @@ const BOOTSTRAP: &str = include_str!("../../catalog/rbac-bootstrap.json");
 /// The RBAC authorizer of one server.
 #[derive(Debug, Default)]
 pub struct RbacAuthorizer {
-    policy: Snapshot<policy::Policy>,
+    policy: ArcSwap<policy::Policy>,
     bootstrapped: AtomicBool,
     synced: AtomicBool,
 }
@@ -164,7 +164,7 @@ pub async fn run_controller(store: Arc<dyn Store>, rbac: Arc<RbacAuthorizer>, ca
             let policy =
                 policy::Policy::from_objects(roles, cluster_roles, role_bindings, cluster_role_bindings);
             write_aggregated_rules(store.as_ref(), cluster_roles, &policy).await;
-            rbac.policy.store(policy);
+            rbac.policy.store(Arc::new(policy));
             // After the first write-back: a server that says ready shows aggregated roles whole.
             rbac.synced.store(true, Ordering::Release);
         }

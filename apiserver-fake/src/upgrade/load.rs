@@ -11,13 +11,14 @@ use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::ledger::{Answer, Ledger, RequestKind, RequestRecord, WriteRecord};
 use super::plan::TargetResource;
 use crate::cluster::AdminClient;
-use mvp_core::peer_discovery::discovery_resources;
+use mvp_core::apidiscovery::APIGroupDiscoveryList;
 
 /// What kubectl and the garbage collector send for aggregated discovery.
 const AGGREGATED_DISCOVERY: &str =
@@ -546,27 +547,28 @@ enum WatchEnd {
 
 /// Every listable resource (no subresources) an aggregated discovery document advertises.
 fn listable(list: &Value) -> Vec<TargetResource> {
-    discovery_resources(list)
-        .filter(|(_, _, resource)| {
-            resource
-                .get("verbs")
-                .and_then(Value::as_array)
-                .is_some_and(|verbs| verbs.iter().any(|x| x == "list"))
-        })
-        .filter_map(|(group, version, resource)| {
-            Some(TargetResource {
-                group: group.to_owned(),
-                version: version.to_owned(),
-                resource: resource.get("resource").and_then(Value::as_str)?.to_owned(),
-                kind: resource
-                    .pointer("/responseKind/kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                namespaced: resource.get("scope").and_then(Value::as_str) == Some("Namespaced"),
-            })
-        })
-        .collect()
+    let Ok(list) = APIGroupDiscoveryList::deserialize(list) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for group in &list.items {
+        for version in &group.versions {
+            for resource in version
+                .resources
+                .iter()
+                .filter(|r| r.verbs.iter().any(|v| v == "list"))
+            {
+                found.push(TargetResource {
+                    group: group.name().to_owned(),
+                    version: version.version.clone(),
+                    resource: resource.resource.clone(),
+                    kind: resource.response_kind.kind.clone(),
+                    namespaced: resource.scope == "Namespaced",
+                });
+            }
+        }
+    }
+    found
 }
 
 /// A minimal object of `target` named `name`, labelled with its write generation.
