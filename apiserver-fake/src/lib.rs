@@ -8,7 +8,7 @@
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use std::sync::Arc;
-//! use apiserver_fake::{config::ServerFlags, server, store::MemoryStore};
+//! use apiserver_fake::{server::{self, config::ServerFlags}, store::MemoryStore};
 //!
 //! let flags = ServerFlags::from_args([
 //!     "--tls-cert-file=pki/apiserver-a.crt", "--tls-private-key-file=pki/apiserver-a.key",
@@ -21,42 +21,12 @@
 //! # Ok(()) }
 //! ```
 
-pub mod auth;
-pub mod authorization;
-pub mod catalog;
+pub mod api;
+pub mod chain;
 pub mod cluster;
-pub mod config;
-pub mod crd;
-pub mod discovery;
-pub mod etcd_process;
-pub mod flow_control;
-pub mod gv_exclusion;
-pub mod identity;
-pub mod impersonation;
-pub mod inflight;
-pub mod informer;
-pub mod lease;
-pub mod lease_gc;
-pub mod metrics;
-pub mod openapi;
-pub mod peer_aggregated;
-pub mod peer_endpoint;
-pub mod peer_proxy;
-pub mod peer_receipts;
-pub mod process_cluster;
-pub mod protobuf;
-pub mod rbac;
-pub mod rest;
-pub mod routes;
+pub mod controllers;
 pub mod server;
-pub mod status;
-pub mod storage_version;
-pub mod storage_version_gc;
 pub mod store;
-pub mod upgrade;
-pub mod version_info;
-pub mod whoami;
-pub mod yaml;
 
 /// Resolves on SIGINT or SIGTERM (graceful shutdown of the binary and the demo cluster).
 ///

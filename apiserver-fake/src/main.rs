@@ -4,9 +4,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use apiserver_fake::cluster::upgrade::{UpgradeArgs, run_upgrade};
 use apiserver_fake::cluster::{ClusterArgs, run_cluster};
-use apiserver_fake::config::ServerFlags;
-use apiserver_fake::upgrade::{UpgradeArgs, run_upgrade};
+use apiserver_fake::server::config::ServerFlags;
 use clap::{Parser, Subcommand};
 
 /// `--version`: the crate version and the optional backends compiled in (tools check for `etcd`).
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     // encoding, dropping) recurses that deep. See `rest::negotiation::parse_json`.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_stack_size(apiserver_fake::rest::negotiation::DEEP_BODY_STACK_BYTES)
+        .thread_stack_size(apiserver_fake::api::rest::negotiation::DEEP_BODY_STACK_BYTES)
         .build()
     {
         Ok(runtime) => runtime,

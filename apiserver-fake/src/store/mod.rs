@@ -39,8 +39,8 @@ pub use memory::MemoryStore;
 pub(crate) use memory::{fill_create_metadata, now_timestamp};
 use memory::{metadata_mut, set_resource_version};
 
-pub use crate::status::GroupResource;
-use crate::status::Status;
+pub use crate::api::status::GroupResource;
+use crate::api::status::Status;
 
 /// A stored API object: always a JSON object with `metadata`.
 pub type Object = Value;
@@ -189,7 +189,7 @@ impl From<StoreError> for Status {
             // kube-apiserver passes a storage error that is not an API status through
             // `ErrorToAPIStatus`: 500, no reason, the error's text.
             StoreError::Unavailable(message) => {
-                Status::failure(500, crate::status::StatusReason::Unknown, message)
+                Status::failure(500, crate::api::status::StatusReason::Unknown, message)
             }
         }
     }
@@ -388,7 +388,10 @@ pub(crate) fn check_preconditions(
 
 /// The store a server's flags ask for: etcd at `--etcd-servers` (under `--etcd-prefix`), waiting at
 /// most `timeout` for it to answer, or, without that flag, a new in-memory store of its own.
-pub async fn open(flags: &crate::config::ServerFlags, timeout: Duration) -> StoreResult<Arc<dyn Store>> {
+pub async fn open(
+    flags: &crate::server::config::ServerFlags,
+    timeout: Duration,
+) -> StoreResult<Arc<dyn Store>> {
     if flags.etcd_servers.is_empty() {
         return Ok(Arc::new(MemoryStore::new()));
     }
