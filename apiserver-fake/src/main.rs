@@ -101,7 +101,9 @@ async fn run_server(flags: ServerFlags, exit_when_stdin_closes: bool) -> anyhow:
         // Never sent: the server runs until a signal.
         std::mem::forget(stdin_closed_tx);
     }
-    let store = apiserver_fake::store::open(&options.flags, Duration::from_secs(5))
+    let store = options
+        .flags
+        .open_store(Duration::from_secs(5))
         .await
         .with_context(|| match options.flags.etcd_servers.as_slice() {
             [] => "failed to open the store".to_owned(),

@@ -544,7 +544,9 @@ impl TestCluster {
         // On etcd each server opens a connection of its own, as separate kube-apiservers do.
         let store = match &self.etcd {
             None => self.store.clone(),
-            Some(_) => apiserver_fake::store::open(&options.flags, Duration::from_secs(5))
+            Some(_) => options
+                .flags
+                .open_store(Duration::from_secs(5))
                 .await
                 .map_err(|e| FixtureError::Store(e.to_string()))?,
         };

@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod discovery;
 pub mod metrics;
+pub mod not_found;
 pub mod openapi;
 pub mod protobuf;
 pub mod rest;

@@ -15,35 +15,8 @@ use http::{HeaderValue, StatusCode, header};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
-/// A Kubernetes group and resource (`schema.GroupResource`), e.g. `jobs.batch`; printed as upstream's
-/// `GroupResource.String()` (`resource.group`, or `resource` for the core group).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-pub struct GroupResource {
-    /// API group; empty for the core group.
-    pub group: String,
-    /// Plural lower-case resource name (`jobs`).
-    pub resource: String,
-}
-
-impl GroupResource {
-    /// A group/resource pair.
-    pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
-        Self {
-            group: group.into(),
-            resource: resource.into(),
-        }
-    }
-}
-
-impl fmt::Display for GroupResource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            f.write_str(&self.resource)
-        } else {
-            write!(f, "{}.{}", self.resource, self.group)
-        }
-    }
-}
+use crate::store::GroupResource;
+use crate::store::StoreError;
 
 /// A group and kind (`schema.GroupKind`), printed `Kind.group` (or `Kind` for core) as in `Invalid`
 /// messages.
@@ -739,5 +712,24 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["message"], "Unauthorized");
         assert_eq!(v["reason"], "Unauthorized");
+    }
+}
+
+impl From<StoreError> for Status {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound { resource, key } => Status::not_found(&resource, &key.name),
+            StoreError::AlreadyExists { resource, key } => Status::already_exists(&resource, &key.name),
+            StoreError::Conflict {
+                resource,
+                key,
+                message,
+            } => Status::conflict_with(&resource, &key.name, &message),
+            StoreError::Expired { requested, oldest } => Status::too_old_resource_version(requested, oldest),
+            StoreError::InvalidObject(message) => Status::bad_request(message),
+            // kube-apiserver passes a storage error that is not an API status through
+            // `ErrorToAPIStatus`: 500, no reason, the error's text.
+            StoreError::Unavailable(message) => Status::failure(500, StatusReason::Unknown, message),
+        }
     }
 }

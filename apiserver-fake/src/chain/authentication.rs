@@ -203,9 +203,33 @@ pub fn parse_token_file(contents: &str) -> Result<HashMap<String, UserInfo>, Aut
     Ok(tokens)
 }
 
+/// The authentication flags of kube-apiserver the fake reads (`ServerFlags::authentication` in
+/// [`crate::server::config`] collects them).
+#[derive(Debug, Clone, Default)]
+pub struct AuthenticationOptions {
+    /// `--client-ca-file`.
+    pub client_ca_file: Option<PathBuf>,
+    /// `--token-auth-file`.
+    pub token_auth_file: Option<PathBuf>,
+    /// `--anonymous-auth`.
+    pub anonymous_auth: bool,
+    /// `--requestheader-client-ca-file`.
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// `--requestheader-allowed-names`.
+    pub requestheader_allowed_names: Vec<String>,
+    /// `--requestheader-username-headers`.
+    pub requestheader_username_headers: Vec<String>,
+    /// `--requestheader-uid-headers`.
+    pub requestheader_uid_headers: Vec<String>,
+    /// `--requestheader-group-headers`.
+    pub requestheader_group_headers: Vec<String>,
+    /// `--requestheader-extra-headers-prefix`.
+    pub requestheader_extra_headers_prefix: Vec<String>,
+}
+
 impl Authenticator {
-    /// Builds the union from kube-apiserver's flags.
-    pub fn from_flags(flags: &crate::server::config::ServerFlags) -> Result<Self, AuthSetupError> {
+    /// Builds the union from kube-apiserver's authentication flags.
+    pub fn new(flags: &AuthenticationOptions) -> Result<Self, AuthSetupError> {
         let client_ca = match &flags.client_ca_file {
             Some(path) => Some(
                 WebPkiClientVerifier::builder(Arc::new(read_root_store(path)?))

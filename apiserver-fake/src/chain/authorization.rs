@@ -13,7 +13,8 @@ use std::str::FromStr;
 
 use mvp_core::{RequestInfo, UserInfo};
 
-use crate::api::status::{GroupResource, Status};
+use crate::api::status::Status;
+use crate::store::GroupResource;
 
 /// The group whose members may do everything (`user.SystemPrivilegedGroup`).
 pub const PRIVILEGED_GROUP: &str = "system:masters";

@@ -8,12 +8,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::ServerState;
 use crate::store::Store;
 
 /// Key prefix of peer endpoint records.
@@ -61,19 +61,48 @@ pub async fn lookup(store: &dyn Store, server_id: &str) -> Option<String> {
     record_address(&record)
 }
 
+/// Whether the server has started (identity lease written, proxy caches synced once): the reconciler
+/// writes the record only then.
+pub type StartedCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// Keeps this server's record alive while it runs.
-#[derive(Debug)]
 pub struct PeerEndpointReconciler {
-    state: Arc<ServerState>,
+    store: Arc<dyn Store>,
+    server_id: String,
+    address: SocketAddr,
+    started: StartedCheck,
+    published: Arc<AtomicBool>,
     ttl: Duration,
     refresh: Duration,
 }
 
+impl std::fmt::Debug for PeerEndpointReconciler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerEndpointReconciler")
+            .field("server_id", &self.server_id)
+            .field("address", &self.address)
+            .field("ttl", &self.ttl)
+            .field("refresh", &self.refresh)
+            .finish_non_exhaustive()
+    }
+}
+
 impl PeerEndpointReconciler {
-    /// A reconciler with upstream's TTL (15 s) and refresh (10 s).
-    pub fn new(state: Arc<ServerState>) -> Self {
+    /// A reconciler with upstream's TTL (15 s) and refresh (10 s) for the server `server_id`, reachable
+    /// at `address` once `started` says so; it sets `published` after the first write.
+    pub fn new(
+        store: Arc<dyn Store>,
+        server_id: String,
+        address: SocketAddr,
+        started: StartedCheck,
+        published: Arc<AtomicBool>,
+    ) -> Self {
         Self {
-            state,
+            store,
+            server_id,
+            address,
+            started,
+            published,
             ttl: DEFAULT_TTL,
             refresh: DEFAULT_REFRESH,
         }
@@ -87,15 +116,14 @@ impl PeerEndpointReconciler {
     }
 
     fn key(&self) -> String {
-        format!("{PREFIX}{}", self.state.server_id)
+        format!("{PREFIX}{}", self.server_id)
     }
 
     /// Refreshes the record until `cancel`; writes it first once the server has started (identity lease
     /// and proxy caches), as upstream waits for `/readyz`, and at once: peers cannot reach this server
     /// before the record exists, so `/readyz` also waits for that first write.
     pub async fn run(self, cancel: CancellationToken) {
-        let address = self.state.options.peer_address(self.state.local_addr.port());
-        let record = endpoint_record(&self.state.server_id, address);
+        let record = endpoint_record(&self.server_id, self.address);
         // Start-up is a cheap flag: a short poll keeps the gap between started and reachable small.
         let mut wait = Duration::ZERO;
         loop {
@@ -104,19 +132,16 @@ impl PeerEndpointReconciler {
                 () = tokio::time::sleep(wait) => {}
             }
             wait = RETRY_POLL;
-            if !self.state.is_started() {
+            if !(self.started)() {
                 continue;
             }
             match self
-                .state
                 .store
                 .put_internal(&self.key(), record.clone(), self.ttl)
                 .await
             {
                 Ok(()) => {
-                    self.state
-                        .peer_endpoint_published
-                        .store(true, std::sync::atomic::Ordering::Release);
+                    self.published.store(true, Ordering::Release);
                     wait = self.refresh;
                 }
                 Err(err) => tracing::warn!(error = %err, "failed to write the peer endpoint record"),
@@ -124,12 +149,9 @@ impl PeerEndpointReconciler {
         }
     }
 
-    /// Removes the record of the server behind `state` (graceful shutdown).
-    pub async fn remove(state: &ServerState) {
-        let _ = state
-            .store
-            .delete_internal(&format!("{PREFIX}{}", state.server_id))
-            .await;
+    /// Removes the record of the server `server_id` (graceful shutdown).
+    pub async fn remove(store: &dyn Store, server_id: &str) {
+        let _ = store.delete_internal(&format!("{PREFIX}{server_id}")).await;
     }
 }
 

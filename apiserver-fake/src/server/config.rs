@@ -10,7 +10,13 @@ use std::time::Duration;
 
 use clap::Args;
 
+use std::sync::Arc;
+
 use crate::api::catalog::{FeatureGates, KubeVersion, RuntimeConfig};
+use crate::chain::authentication::AuthenticationOptions;
+#[cfg(feature = "etcd")]
+use crate::store::{EtcdConfig, EtcdStore};
+use crate::store::{MemoryStore, Store, StoreError, StoreResult};
 
 /// The feature gate of the Mixed Version Proxy.
 pub const MVP_FEATURE_GATE: &str = "UnknownVersionInteroperabilityProxy";
@@ -285,6 +291,44 @@ struct FlagsOnly {
 }
 
 impl ServerFlags {
+    /// The flags [`crate::chain::authentication::Authenticator`] is built from.
+    pub fn authentication(&self) -> AuthenticationOptions {
+        AuthenticationOptions {
+            client_ca_file: self.client_ca_file.clone(),
+            token_auth_file: self.token_auth_file.clone(),
+            anonymous_auth: self.anonymous_auth,
+            requestheader_client_ca_file: self.requestheader_client_ca_file.clone(),
+            requestheader_allowed_names: self.requestheader_allowed_names.clone(),
+            requestheader_username_headers: self.requestheader_username_headers.clone(),
+            requestheader_uid_headers: self.requestheader_uid_headers.clone(),
+            requestheader_group_headers: self.requestheader_group_headers.clone(),
+            requestheader_extra_headers_prefix: self.requestheader_extra_headers_prefix.clone(),
+        }
+    }
+
+    /// The store these flags ask for: etcd at `--etcd-servers` (under `--etcd-prefix`), waiting at
+    /// most `timeout` for it to answer, or, without that flag, a new in-memory store of its own.
+    pub async fn open_store(&self, timeout: Duration) -> StoreResult<Arc<dyn Store>> {
+        if self.etcd_servers.is_empty() {
+            return Ok(Arc::new(MemoryStore::new()));
+        }
+        #[cfg(feature = "etcd")]
+        {
+            let config = EtcdConfig {
+                servers: self.etcd_servers.clone(),
+                prefix: self.etcd_prefix.clone(),
+            };
+            Ok(Arc::new(EtcdStore::connect(&config, timeout).await?))
+        }
+        #[cfg(not(feature = "etcd"))]
+        {
+            let _ = timeout;
+            Err(StoreError::Unavailable(
+                "this binary was built without etcd support (cargo build --features etcd)".to_owned(),
+            ))
+        }
+    }
+
     /// Parses flags given as command-line words (without the program name), with the same names, defaults
     /// and parse errors as the binary. This is how in-process users (the demo cluster, tests) configure a
     /// server: `ServerFlags::from_args(["--secure-port=0", "--runtime-config=batch/v1=false"])`.

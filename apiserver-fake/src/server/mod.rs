@@ -1,44 +1,35 @@
-//! Stage 1 of a request: the listener, TLS and the per-connection identity; and the server's lifecycle.
+//! One fake kube-apiserver: its configuration ([`config`]), shared state ([`ServerState`]), listener and
+//! TLS, the wiring of the Mixed Version Proxy ([`mvp`]), and its lifecycle.
 //!
-//! [`start`] binds the secure port, builds the handler chain (authentication → authorization →
-//! [the MVP filter] → local routing, see [`crate::chain`]) and starts the background controllers a real
-//! kube-apiserver runs for the proxy: the identity lease and, in later stages, the peer endpoint record.
+//! [`start`] binds the secure port, builds the handler chain ([`crate::chain::handler_chain`]) and starts
+//! the background controllers ([`crate::controllers`]) a real kube-apiserver runs for the proxy: the
+//! identity lease, the peer endpoint record, the StorageVersion and CRD controllers.
 //! [`RunningServer::shutdown`] stops it gracefully (cleaning up what it published);
 //! [`RunningServer::kill`] stops it the way a crash does.
 
 pub mod config;
+mod listener;
 pub mod mvp;
+mod tls;
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Body;
-use http::Request;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
-use mvp_core::UserInfo;
-use rustls::ServerConfig;
-use rustls_pki_types::PrivateKeyDer;
-use rustls_pki_types::pem::{self, PemObject};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 use crate::api::catalog::{CatalogError, ServedApis};
 use crate::api::discovery::DiscoveryContext;
 use crate::api::metrics::ServerMetrics;
-use crate::chain::authentication::{AuthSetupError, Authenticator, ConnectionInfo, read_pem_certs};
+use crate::chain::authentication::{AuthSetupError, Authenticator};
 use crate::controllers::crd;
 use crate::controllers::identity;
-use crate::controllers::lease::IdentityLeaseController;
+use crate::controllers::lease::{IdentityLeaseController, OwnLease};
 use crate::controllers::peer_endpoint::PeerEndpointReconciler;
 use crate::server::config::ServerOptions;
 use crate::server::mvp::peer_aggregated::PeerAggregatedDiscoveryHandler;
@@ -73,51 +64,6 @@ pub enum ServerError {
     },
 }
 
-/// One request as the server understood it, kept so tests can see which user a server believed it
-/// served (for example the original user behind a proxied request).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServedRequest {
-    /// The authenticated user.
-    pub user: UserInfo,
-    /// HTTP method.
-    pub method: String,
-    /// Path and query.
-    pub uri: String,
-    /// Whether the request carried the peer-proxied header.
-    pub peer_proxied: bool,
-    /// The request's audit ID (the caller's, or one this server minted).
-    pub audit_id: String,
-}
-
-/// The last requests a server served, newest last (bounded).
-#[derive(Debug, Default)]
-pub struct RequestLog {
-    entries: Mutex<VecDeque<ServedRequest>>,
-}
-
-impl RequestLog {
-    const CAPACITY: usize = 1024;
-
-    /// Records one request, forgetting the oldest when full.
-    pub fn record(&self, entry: ServedRequest) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() == Self::CAPACITY {
-            entries.pop_front();
-        }
-        entries.push_back(entry);
-    }
-
-    /// A copy of the recorded requests, oldest first.
-    pub fn snapshot(&self) -> Vec<ServedRequest> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect()
-    }
-}
-
 /// Everything the handlers of one server share.
 pub struct ServerState {
     /// The validated configuration.
@@ -131,16 +77,16 @@ pub struct ServerState {
     /// What this server serves now (built-ins plus CRDs); updated by background tasks.
     pub served: watch::Receiver<Arc<ServedApis>>,
     /// Set once the identity lease is published (`/readyz`).
-    pub ready: AtomicBool,
+    pub ready: Arc<AtomicBool>,
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight` (`None`: no limit).
     pub inflight: crate::chain::inflight::InFlightLimits,
     /// Set once this server's peer endpoint record is first written (gate on): until then no peer
     /// can reach it, so `/readyz` waits for it too.
-    pub peer_endpoint_published: AtomicBool,
+    pub peer_endpoint_published: Arc<AtomicBool>,
     /// Prometheus metrics of this server.
     pub metrics: ServerMetrics,
     /// Which users this server believed it served.
-    pub requests: RequestLog,
+    pub requests: crate::chain::request_log::RequestLog,
     /// The address the server listens on.
     pub local_addr: SocketAddr,
     /// What discovery documents need to know about this server.
@@ -248,6 +194,60 @@ impl ServerState {
     }
 }
 
+impl crate::chain::ServerContext for ServerState {
+    fn authorizer(&self) -> &crate::chain::authorization::Authorizer {
+        &self.options.authorizer
+    }
+
+    fn inflight(&self) -> &crate::chain::inflight::InFlightLimits {
+        &self.inflight
+    }
+
+    fn request_timeout(&self) -> Duration {
+        self.options.request_timeout
+    }
+
+    fn requests(&self) -> &crate::chain::request_log::RequestLog {
+        &self.requests
+    }
+
+    fn metrics(&self) -> &ServerMetrics {
+        &self.metrics
+    }
+
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn served(&self) -> Arc<ServedApis> {
+        self.served.borrow().clone()
+    }
+
+    fn binary_version(&self) -> crate::api::catalog::KubeVersion {
+        self.options.binary_version
+    }
+
+    fn emulated_version(&self) -> crate::api::catalog::KubeVersion {
+        self.options.emulated_version
+    }
+
+    fn service_cidr(&self) -> crate::api::rest::defaults::service_ip::ServiceCidr {
+        self.options.service_cidr
+    }
+
+    fn discovery(&self) -> &DiscoveryContext {
+        &self.discovery
+    }
+
+    fn openapi(&self) -> &crate::api::openapi::OpenApiService {
+        &self.openapi
+    }
+
+    async fn check_readiness(&self) -> Option<&'static str> {
+        ServerState::check_readiness(self).await
+    }
+}
+
 /// A started server. Dropping it without [`RunningServer::shutdown`] aborts it like [`RunningServer::kill`].
 #[derive(Debug)]
 pub struct RunningServer {
@@ -308,7 +308,7 @@ impl RunningServer {
             // address when the next run of the server comes up on it, ask that run for its discovery
             // before its record exists, and answer 503 for what only it serves until then. The
             // reconciler no longer writes: it waits for readiness, just withdrawn.
-            PeerEndpointReconciler::remove(&self.state).await;
+            PeerEndpointReconciler::remove(self.state.store.as_ref(), &self.state.server_id).await;
             tokio::time::sleep(2 * crate::server::mvp::peer_proxy::ENDPOINT_REFRESH).await;
         }
         self.cancel.cancel();
@@ -325,9 +325,14 @@ impl RunningServer {
         }
         // Controllers have stopped, so nothing re-creates what we remove now (again: a write that was
         // under way when the record was first removed).
-        PeerEndpointReconciler::remove(&self.state).await;
+        PeerEndpointReconciler::remove(self.state.store.as_ref(), &self.state.server_id).await;
         if self.state.options.emulated_version.minor >= 35 {
-            IdentityLeaseController::delete_own_lease(&self.state).await;
+            IdentityLeaseController::delete_own_lease(
+                self.state.store.as_ref(),
+                &self.state.server_id,
+                &self.state.holder_identity,
+            )
+            .await;
         }
     }
 
@@ -360,8 +365,8 @@ impl Drop for RunningServer {
 /// Starts one fake kube-apiserver on `store`.
 pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<RunningServer, ServerError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let acceptor = TlsAcceptor::from(Arc::new(server_tls_config(&options)?));
-    let authenticator = Arc::new(Authenticator::from_flags(&options.flags)?);
+    let acceptor = TlsAcceptor::from(Arc::new(tls::server_tls_config(&options)?));
+    let authenticator = Arc::new(Authenticator::new(&options.flags.authentication())?);
     let builtin = Arc::new(ServedApis::builtin(
         options.emulated_version,
         &options.runtime_config,
@@ -425,16 +430,31 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         holder_identity,
         store,
         served,
-        ready: AtomicBool::new(false),
-        peer_endpoint_published: AtomicBool::new(false),
+        ready: Arc::default(),
+        peer_endpoint_published: Arc::default(),
         inflight,
-        requests: RequestLog::default(),
+        requests: Default::default(),
         local_addr,
     });
 
     // The identity lease exists before anything names this server (StorageVersion entries of a server
     // without lease are garbage).
-    let lease_controller = IdentityLeaseController::new(state.clone());
+    let lease_controller = IdentityLeaseController::new(
+        OwnLease {
+            server_id: state.server_id.clone(),
+            holder_identity: state.holder_identity.clone(),
+            hostname: state.options.hostname.clone(),
+            duration: state.options.identity_lease_duration,
+            renew_interval: state.options.identity_lease_renew_interval,
+            peer_address: state
+                .options
+                .mvp_gate_enabled()
+                .then(|| state.options.peer_address(local_addr.port()).to_string()),
+            delete_stale: state.options.emulated_version.minor >= 35,
+        },
+        state.store.clone(),
+        state.ready.clone(),
+    );
     lease_controller.initialize().await;
     let storage_version_api = state
         .options
@@ -452,7 +472,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     let mvp = crate::server::mvp::peer_proxy::install(&state, &mut tasks, &cancel).await?;
     let app = crate::chain::handler_chain(state.clone(), authenticator, mvp);
     let crash = CancellationToken::new();
-    let accept = tokio::spawn(accept_loop(
+    let accept = tokio::spawn(listener::accept_loop(
         listener,
         acceptor,
         app,
@@ -488,7 +508,15 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     ));
     if state.options.mvp_gate_enabled() {
         // Upstream runs the peer endpoint reconciler whenever the gate is on, even without --peer-ca-file.
-        let reconciler = PeerEndpointReconciler::new(state.clone()).with_timing(
+        let started = state.clone();
+        let reconciler = PeerEndpointReconciler::new(
+            state.store.clone(),
+            state.server_id.clone(),
+            state.options.peer_address(local_addr.port()),
+            Arc::new(move || started.is_started()),
+            state.peer_endpoint_published.clone(),
+        )
+        .with_timing(
             state.options.peer_endpoint_ttl,
             state.options.peer_endpoint_refresh,
         );
@@ -503,231 +531,4 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         tasks,
         served_tx,
     })
-}
-
-/// kube-apiserver's `MaxHeaderBytes` (`1 << 20`): the request headers one request may carry, over
-/// HTTP/1.1 and HTTP/2 (hyper's defaults are about 400 KiB and 16 KiB).
-const MAX_HEADER_BYTES: usize = 1 << 20;
-
-/// Concurrent HTTP/2 streams per connection: kube-apiserver sets `--http2-max-streams-per-connection`
-/// to 1000 (hyper's default, 200, lets 200 open watches of one client stall all its other requests).
-const HTTP2_MAX_STREAMS_PER_CONNECTION: u32 = 1000;
-
-/// How many header fields an HTTP/1.1 request may have (Go counts bytes only; hyper's default is 100).
-const MAX_HEADER_FIELDS: usize = 16 * 1024;
-
-/// Go's `tls.RequestClientCert`: a client certificate is asked for (with the client CAs' names as
-/// hints) and, when one is sent, the client must prove it holds its key; whether the chain is
-/// trusted, current or from the right CA is the authenticators' question, answered per request.
-#[derive(Debug)]
-struct RequestClientCert {
-    hints: Vec<rustls::DistinguishedName>,
-    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
-}
-
-impl RequestClientCert {
-    fn new(roots: &rustls::RootCertStore) -> Self {
-        Self {
-            hints: roots.subjects(),
-            algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
-        }
-    }
-}
-
-impl rustls::server::danger::ClientCertVerifier for RequestClientCert {
-    fn client_auth_mandatory(&self) -> bool {
-        false
-    }
-
-    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
-        &self.hints
-    }
-
-    fn verify_client_cert(
-        &self,
-        _end_entity: &rustls_pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
-        _now: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
-        Ok(rustls::server::danger::ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-fn server_tls_config(options: &ServerOptions) -> Result<ServerConfig, ServerError> {
-    let (Some(cert_file), Some(key_file)) =
-        (&options.flags.tls_cert_file, &options.flags.tls_private_key_file)
-    else {
-        return Err(ServerError::ServingCert(
-            "--tls-cert-file and --tls-private-key-file are required".into(),
-        ));
-    };
-    let chain = read_pem_certs(cert_file)?;
-    let key_pem = std::fs::read(key_file)
-        .map_err(|e| ServerError::ServingCert(format!("failed to read {}: {e}", key_file.display())))?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
-        ServerError::ServingCert(match e {
-            pem::Error::NoItemsFound => format!("{}: no private key found", key_file.display()),
-            e => format!("{}: {e}", key_file.display()),
-        })
-    })?;
-
-    // As kube-apiserver (`tls.RequestClientCert`): ask for a client certificate, naming the client
-    // CAs as hints, but verify nothing in the handshake beyond the client's proof that it holds the
-    // key. The authenticators verify the chain against the CA each trusts; a chain none accepts is a
-    // 401 Status, not a failed handshake.
-    let mut roots = rustls::RootCertStore::empty();
-    for path in [
-        &options.flags.client_ca_file,
-        &options.flags.requestheader_client_ca_file,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        for cert in read_pem_certs(path)? {
-            roots
-                .add(cert)
-                .map_err(|e| ServerError::ServingCert(format!("{}: {e}", path.display())))?;
-        }
-    }
-    let builder = if roots.is_empty() {
-        ServerConfig::builder().with_no_client_auth()
-    } else {
-        ServerConfig::builder().with_client_cert_verifier(Arc::new(RequestClientCert::new(&roots)))
-    };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| ServerError::ServingCert(e.to_string()))?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
-}
-
-/// Go's `http.Server` accept back-off bounds.
-const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
-/// See [`ACCEPT_BACKOFF_MIN`].
-const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-/// kube-apiserver's `ReadHeaderTimeout` (`secure_serving.go`: 32 s, just below the request timeout's
-/// upper bound).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
-
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    app: crate::chain::HandlerChain,
-    cancel: CancellationToken,
-    crash: CancellationToken,
-) {
-    let mut connections = JoinSet::new();
-    let mut accept_delay = Duration::ZERO;
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = cancel.cancelled() => break,
-            () = crash.cancelled() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
-        let (tcp, remote_addr) = match accepted {
-            Ok(accepted) => {
-                accept_delay = Duration::ZERO;
-                accepted
-            }
-            Err(err) => {
-                // Out of descriptors (EMFILE) and the like: back off as Go's http.Server does (5 ms,
-                // doubling up to 1 s) instead of spinning on an accept that keeps failing.
-                accept_delay = (accept_delay * 2).clamp(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
-                tracing::warn!(error = %err, retry_in = ?accept_delay, "accept failed");
-                tokio::select! {
-                    () = tokio::time::sleep(accept_delay) => {}
-                    () = cancel.cancelled() => break,
-                    () = crash.cancelled() => break,
-                }
-                continue;
-            }
-        };
-        // Watch events are small writes that must leave at once (Nagle would hold them ~40 ms).
-        let _ = tcp.set_nodelay(true);
-        let (acceptor, app, cancel) = (acceptor.clone(), app.clone(), cancel.clone());
-        connections.spawn(async move {
-            let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
-            else {
-                return;
-            };
-            let client_chain = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .map(|chain| Arc::new(chain.iter().map(|c| c.clone().into_owned()).collect()));
-            let info = ConnectionInfo {
-                remote_addr: Some(remote_addr),
-                client_chain,
-                chain_verdicts: Arc::default(),
-            };
-            let svc = app.map_request(move |mut req: Request<Incoming>| {
-                req.extensions_mut().insert(info.clone());
-                req.map(Body::new)
-            });
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            // kube-apiserver's ReadHeaderTimeout: a client that never finishes its request headers is
-            // cut off instead of holding a connection for good.
-            builder
-                .http1()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                // Go's http.Server reads MaxHeaderBytes (kube-apiserver: 1 MiB) plus 4 KiB of slack,
-                // with no limit on the number of fields; beyond that, 431.
-                .max_buf_size(MAX_HEADER_BYTES + 4096)
-                .max_headers(MAX_HEADER_FIELDS);
-            builder
-                .http2()
-                .max_header_list_size(MAX_HEADER_BYTES as u32)
-                .max_concurrent_streams(HTTP2_MAX_STREAMS_PER_CONNECTION);
-            let conn =
-                builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                () = cancel.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
-                }
-            }
-        });
-    }
-    drop(listener);
-    if !crash.is_cancelled() {
-        // Graceful: connections finish their in-flight requests (bounded per connection) ...
-        let crashed = crash.cancelled();
-        tokio::pin!(crashed);
-        loop {
-            tokio::select! {
-                joined = connections.join_next() => if joined.is_none() { break },
-                () = crashed.as_mut() => break,
-            }
-        }
-    }
-    // ... and whatever is still open (e.g. watches, or everything after a crash) is cut; this returns
-    // once every connection's socket is closed.
-    connections.shutdown().await;
 }

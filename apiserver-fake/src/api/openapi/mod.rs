@@ -179,7 +179,7 @@ impl OpenApiService {
                 let key = other.strip_prefix("v3/")?;
                 let docs = self.documents(version, served);
                 let Some(doc) = docs.v3().get(key) else {
-                    return Some(crate::chain::not_found_bytes());
+                    return Some(crate::api::not_found::not_found_bytes());
                 };
                 if !accepts_json(accept) {
                     not_acceptable()

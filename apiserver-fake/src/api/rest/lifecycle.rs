@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use super::ResourceInfo;
 use super::object::set_in;
-use crate::api::status::{GroupResource, Status};
+use crate::api::status::Status;
+use crate::store::GroupResource;
 use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 
 /// Namespaces kube-apiserver's bootstrap controller creates and keeps; creates into them never wait

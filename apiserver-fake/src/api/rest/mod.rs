@@ -51,7 +51,8 @@ use mvp_core::RequestInfo;
 use serde_json::Value;
 
 use crate::api::catalog::KubeVersion;
-use crate::api::status::{GroupKind, GroupResource, Status};
+use crate::api::status::{GroupKind, Status};
+use crate::store::GroupResource;
 use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 
 pub use lifecycle::ensure_system_namespaces;
