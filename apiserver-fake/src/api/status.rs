@@ -577,6 +577,25 @@ impl IntoResponse for Status {
     }
 }
 
+impl From<StoreError> for Status {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound { resource, key } => Status::not_found(&resource, &key.name),
+            StoreError::AlreadyExists { resource, key } => Status::already_exists(&resource, &key.name),
+            StoreError::Conflict {
+                resource,
+                key,
+                message,
+            } => Status::conflict_with(&resource, &key.name, &message),
+            StoreError::Expired { requested, oldest } => Status::too_old_resource_version(requested, oldest),
+            StoreError::InvalidObject(message) => Status::bad_request(message),
+            // kube-apiserver passes a storage error that is not an API status through
+            // `ErrorToAPIStatus`: 500, no reason, the error's text.
+            StoreError::Unavailable(message) => Status::failure(500, StatusReason::Unknown, message),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -712,24 +731,5 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["message"], "Unauthorized");
         assert_eq!(v["reason"], "Unauthorized");
-    }
-}
-
-impl From<StoreError> for Status {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::NotFound { resource, key } => Status::not_found(&resource, &key.name),
-            StoreError::AlreadyExists { resource, key } => Status::already_exists(&resource, &key.name),
-            StoreError::Conflict {
-                resource,
-                key,
-                message,
-            } => Status::conflict_with(&resource, &key.name, &message),
-            StoreError::Expired { requested, oldest } => Status::too_old_resource_version(requested, oldest),
-            StoreError::InvalidObject(message) => Status::bad_request(message),
-            // kube-apiserver passes a storage error that is not an API status through
-            // `ErrorToAPIStatus`: 500, no reason, the error's text.
-            StoreError::Unavailable(message) => Status::failure(500, StatusReason::Unknown, message),
-        }
     }
 }
