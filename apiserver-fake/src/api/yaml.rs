@@ -6,7 +6,7 @@
 //! the same depth bound as JSON bodies (serde_json's), so both encodings accept the same objects.
 //! The parser recurses once per level with large frames in unoptimised builds, more than a 2 MiB
 //! Tokio worker stack holds at that depth, so decoding runs on a stack segment of its own
-//! ([`DECODE_STACK`], via stacker).
+//! (`DECODE_STACK`, via stacker).
 
 use serde_json::Value;
 

@@ -16,7 +16,7 @@ use crate::api::catalog::{FeatureGates, KubeVersion, RuntimeConfig};
 use crate::chain::authentication::AuthenticationOptions;
 #[cfg(feature = "etcd")]
 use crate::store::{EtcdConfig, EtcdStore};
-use crate::store::{MemoryStore, Store, StoreError, StoreResult};
+use crate::store::{MemoryStore, Store, StoreResult};
 
 /// The feature gate of the Mixed Version Proxy.
 pub const MVP_FEATURE_GATE: &str = "UnknownVersionInteroperabilityProxy";
@@ -323,7 +323,7 @@ impl ServerFlags {
         #[cfg(not(feature = "etcd"))]
         {
             let _ = timeout;
-            Err(StoreError::Unavailable(
+            Err(crate::store::StoreError::Unavailable(
                 "this binary was built without etcd support (cargo build --features etcd)".to_owned(),
             ))
         }

@@ -12,7 +12,7 @@
 //! |---|---|
 //! | get, list | [`read`] |
 //! | watch | [`watch`] |
-//! | create, update, patch | [`write`] |
+//! | create, update, patch | [`write`](mod@write) |
 //! | delete, deletecollection | [`delete`] |
 //!
 //! Objects are stored version-agnostically (per group/resource); the fake does not convert between

@@ -4,14 +4,14 @@
 //!   400, one that does not apply 422 (upstream's generic "the server rejected our request ..." Status).
 //! * `application/merge-patch+json`: RFC 7386.
 //! * `application/strategic-merge-patch+json` (built-in resources only; custom resources answer 415 as
-//!   upstream): upstream's strategic merge ([`strategic`]), driven by the kind's OpenAPI schema as
+//!   upstream): upstream's strategic merge (`strategic`), driven by the kind's OpenAPI schema as
 //!   upstream is by the Go struct tags the schema publishes: a list merges only when its field has the
 //!   `merge` patch strategy (objects by `x-kubernetes-patch-merge-key`, scalars as a set), any other list
 //!   is replaced; objects and maps merge key by key (unless the strategy is `replace`); `null` deletes;
 //!   `$patch: delete|replace`, `$retainKeys`, `$setElementOrder/<field>` and
 //!   `$deleteFromPrimitiveList/<field>` are honoured, with upstream's errors and element order.
 //! * `application/apply-patch+yaml` (server-side apply): the applied configuration is merged over the
-//!   live object as structured-merge-diff merges ([`structured`]): associative lists
+//!   live object as structured-merge-diff merges (`structured`): associative lists
 //!   (`x-kubernetes-list-type: map`) by their `x-kubernetes-list-map-keys`, sets as sets, atomic lists
 //!   and atomic maps replaced; custom resources (their CRD schemas are not used for merging yet) merge their
 //!   objects and replace their lists. Apply creates the object when absent; `fieldManager` is required.
