@@ -1,4 +1,4 @@
-//! Authentication: who is calling (stage 2 of a request, after TLS).
+//! Authentication: who is calling.
 //!
 //! Mirrors kube-apiserver's authenticator union, in its order: requestheader (front-proxy certificate plus
 //! `X-Remote-*` headers, via [`mvp_core::requestheader`]), x509 client certificates (CN = user, O = groups)
