@@ -180,7 +180,7 @@ async fn main() {
     print("memory", &memory, n, watchers, writes);
     #[cfg(feature = "etcd")]
     {
-        use apiserver_fake::etcd_process::EtcdProcess;
+        use apiserver_fake::cluster::etcd_process::EtcdProcess;
         match EtcdProcess::shared() {
             Ok(etcd) => {
                 let config = apiserver_fake::store::EtcdConfig {

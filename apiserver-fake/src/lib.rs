@@ -8,7 +8,7 @@
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use std::sync::Arc;
-//! use apiserver_fake::{config::ServerFlags, server, store::MemoryStore};
+//! use apiserver_fake::{server::{self, config::ServerFlags}, store::MemoryStore};
 //!
 //! let flags = ServerFlags::from_args([
 //!     "--tls-cert-file=pki/apiserver-a.crt", "--tls-private-key-file=pki/apiserver-a.key",
@@ -21,41 +21,27 @@
 //! # Ok(()) }
 //! ```
 
-pub mod auth;
-pub mod authorization;
-pub mod catalog;
+//! # Layout
+//!
+//! The crate is laid out by the role of its code in serving a request; the top-level modules depend on
+//! each other in one direction only (a module may use the ones listed before it, never a later one):
+//!
+//! 1. [`store`]: the cluster's shared storage (the fake's "etcd"); depends on nothing else here.
+//! 2. [`api`]: what a server answers (API tables, discovery, OpenAPI, REST handlers, Status errors).
+//! 3. [`controllers`]: background controllers and what they publish (identity lease, StorageVersion,
+//!    CRDs, peer endpoint records).
+//! 4. [`chain`]: the handler chain, whose module documentation states the order of its stages once.
+//! 5. [`server`]: configuration, state, listener and TLS of one server, and its wiring of `mvp-core`
+//!    ([`server::mvp`]); it builds everything above into a running server.
+//! 6. [`cluster`]: several servers together (in-process, as processes, with etcd) and the upgrade
+//!    simulator.
+
+pub mod api;
+pub mod chain;
 pub mod cluster;
-pub mod config;
-pub mod crd;
-pub mod discovery;
-pub mod etcd_process;
-pub mod flow_control;
-pub mod gv_exclusion;
-pub mod identity;
-pub mod impersonation;
-pub mod inflight;
-pub mod informer;
-pub mod lease;
-pub mod lease_gc;
-pub mod metrics;
-pub mod openapi;
-pub mod peer_endpoint;
-pub mod peer_proxy;
-pub mod peer_receipts;
-pub mod process_cluster;
-pub mod protobuf;
-pub mod rbac;
-pub mod rest;
-pub mod routes;
+pub mod controllers;
 pub mod server;
-pub mod status;
-pub mod storage_version;
-pub mod storage_version_gc;
 pub mod store;
-pub mod upgrade;
-pub mod version_info;
-pub mod whoami;
-pub mod yaml;
 
 /// Resolves on SIGINT or SIGTERM (graceful shutdown of the binary and the demo cluster).
 ///

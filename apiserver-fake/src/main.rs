@@ -4,9 +4,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use apiserver_fake::cluster::upgrade::{UpgradeArgs, run_upgrade};
 use apiserver_fake::cluster::{ClusterArgs, run_cluster};
-use apiserver_fake::config::ServerFlags;
-use apiserver_fake::upgrade::{UpgradeArgs, run_upgrade};
+use apiserver_fake::server::config::ServerFlags;
 use clap::{Parser, Subcommand};
 
 /// `--version`: the crate version and the optional backends compiled in (tools check for `etcd`).
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     // encoding, dropping) recurses that deep. See `rest::negotiation::parse_json`.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_stack_size(apiserver_fake::rest::negotiation::DEEP_BODY_STACK_BYTES)
+        .thread_stack_size(apiserver_fake::api::rest::negotiation::DEEP_BODY_STACK_BYTES)
         .build()
     {
         Ok(runtime) => runtime,
@@ -101,7 +101,9 @@ async fn run_server(flags: ServerFlags, exit_when_stdin_closes: bool) -> anyhow:
         // Never sent: the server runs until a signal.
         std::mem::forget(stdin_closed_tx);
     }
-    let store = apiserver_fake::store::open(&options.flags, Duration::from_secs(5))
+    let store = options
+        .flags
+        .open_store(Duration::from_secs(5))
         .await
         .with_context(|| match options.flags.etcd_servers.as_slice() {
             [] => "failed to open the store".to_owned(),

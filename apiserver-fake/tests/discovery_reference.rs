@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use apiserver_fake::catalog::{FeatureGates, KubeVersion, RuntimeConfig, ServedApis};
-use apiserver_fake::discovery::aggregated::{self, AggregatedVersion};
-use apiserver_fake::discovery::legacy;
+use apiserver_fake::api::catalog::{FeatureGates, KubeVersion, RuntimeConfig, ServedApis};
+use apiserver_fake::api::discovery::aggregated::{self, AggregatedVersion};
+use apiserver_fake::api::discovery::legacy;
 use serde_json::Value;
 
 fn data_dir() -> Option<PathBuf> {

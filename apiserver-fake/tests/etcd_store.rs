@@ -301,7 +301,7 @@ mod with_etcd {
         }
         // Compaction is etcd-wide: an etcd of its own, so other tests' watches are unaffected.
         let dir = tempfile::tempdir().unwrap();
-        let own = apiserver_fake::etcd_process::EtcdProcess::start(
+        let own = apiserver_fake::cluster::etcd_process::EtcdProcess::start(
             &dir.path().join("data"),
             std::net::Ipv4Addr::LOCALHOST,
             0,

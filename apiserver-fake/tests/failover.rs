@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiserver_fake::cluster::Cluster;
-use apiserver_fake::config::ServerFlags;
-use apiserver_fake::identity::{IDENTITY_LEASE_NAMESPACE, server_id};
+use apiserver_fake::controllers::identity::{IDENTITY_LEASE_NAMESPACE, server_id};
 use apiserver_fake::server::RunningServer;
+use apiserver_fake::server::config::ServerFlags;
 use apiserver_fake::store::{ObjectKey, StorageResource, Store};
 use http::{Method, StatusCode};
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! Faults of a real control plane, caused on server processes on etcd
-//! ([`apiserver_fake::process_cluster::ProcessCluster`]): a crash (SIGKILL), a stall (SIGSTOP/SIGCONT), a
+//! ([`apiserver_fake::cluster::process::ProcessCluster`]): a crash (SIGKILL), a stall (SIGSTOP/SIGCONT), a
 //! graceful stop (SIGTERM) and a restart at another version. Each test asserts what clients of the
 //! proxying server see, as upstream: the 503 shapes of the behaviour matrix while a dead peer is still
 //! chosen, fail-over to a third server once its endpoint record lapses, the StorageVersion/Discovery
@@ -25,7 +25,7 @@ mod with_etcd {
     use std::time::Duration;
 
     use apiserver_fake::cluster::MemberSpec;
-    use apiserver_fake::process_cluster::{EtcdBackend, ProcessCluster};
+    use apiserver_fake::cluster::process::{EtcdBackend, ProcessCluster};
     use http::{Method, StatusCode};
     use serde_json::Value;
     use tokio::time::Instant;
@@ -59,7 +59,7 @@ mod with_etcd {
     }
 
     async fn start(members: Vec<MemberSpec>) -> Option<(ProcessCluster, tempfile::TempDir)> {
-        if !apiserver_fake::etcd_process::etcd_installed() {
+        if !apiserver_fake::cluster::etcd_process::etcd_installed() {
             crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
             return None;
         }

@@ -49,7 +49,7 @@ async fn kubectl_discovers_creates_and_lists_against_a_fake() {
     assert!(ok, "{err}");
     let expected = format!(
         "lease.coordination.k8s.io/{}",
-        apiserver_fake::identity::server_id("b")
+        apiserver_fake::controllers::identity::server_id("b")
     );
     assert_eq!(out.trim(), expected);
 

@@ -30,7 +30,7 @@ mod with_etcd {
     use crate::support::{JOBS, job};
 
     fn etcd_available() -> bool {
-        if apiserver_fake::etcd_process::etcd_installed() {
+        if apiserver_fake::cluster::etcd_process::etcd_installed() {
             return true;
         }
         crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
@@ -275,7 +275,7 @@ mod with_etcd {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("etcd");
         let start_etcd = |port: u16| {
-            apiserver_fake::etcd_process::EtcdProcess::start(
+            apiserver_fake::cluster::etcd_process::EtcdProcess::start(
                 &data,
                 std::net::Ipv4Addr::LOCALHOST,
                 port,

@@ -7,11 +7,11 @@
 //! `PROPTEST_CASES=100000 cargo test -p apiserver-fake --test properties`). A failing case is saved
 //! under `tests/properties.proptest-regressions` and replayed first on every later run.
 
-use apiserver_fake::catalog::KubeVersion;
-use apiserver_fake::openapi::definitions::Definitions;
-use apiserver_fake::rest::patch::{PatchSchema, PatchType, apply};
-use apiserver_fake::rest::selector::{FieldSelector, LabelSelector};
-use apiserver_fake::status::StatusReason;
+use apiserver_fake::api::catalog::KubeVersion;
+use apiserver_fake::api::openapi::definitions::Definitions;
+use apiserver_fake::api::rest::patch::{PatchSchema, PatchType, apply};
+use apiserver_fake::api::rest::selector::{FieldSelector, LabelSelector};
+use apiserver_fake::api::status::StatusReason;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Value, json};
@@ -74,14 +74,14 @@ proptest! {
     fn any_protobuf_body_is_decoded_or_refused(body in proptest::collection::vec(any::<u8>(), 0..200)) {
         let mut framed = b"k8s\0".to_vec();
         framed.extend_from_slice(&body);
-        let _ = apiserver_fake::protobuf::decode_object(&framed);
-        let _ = apiserver_fake::protobuf::decode_object(&body);
+        let _ = apiserver_fake::api::protobuf::decode_object(&framed);
+        let _ = apiserver_fake::api::protobuf::decode_object(&body);
     }
 
     /// Any bytes as a YAML body are decoded or refused, never a panic.
     #[test]
     fn any_yaml_body_is_decoded_or_refused(body in "[ -~\n\t]{0,200}") {
-        let _ = apiserver_fake::yaml::decode(body.as_bytes());
+        let _ = apiserver_fake::api::yaml::decode(body.as_bytes());
     }
 
     /// Any patch of any type on any object (of a built-in kind, or a custom one without a schema) is

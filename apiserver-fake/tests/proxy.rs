@@ -190,7 +190,10 @@ async fn an_unreachable_peer_gives_503_text_and_a_missing_address_503_status() {
     // Once the address is gone (TTL lapsed), the peer is still known but cannot be resolved.
     cluster
         .store
-        .delete_internal(&format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX))
+        .delete_internal(&format!(
+            "{}{b_id}",
+            apiserver_fake::controllers::peer_endpoint::PREFIX
+        ))
         .await
         .unwrap();
     let status = support::eventually("the address to be forgotten", Duration::from_secs(5), || async {
@@ -307,8 +310,8 @@ async fn hang_peer(cluster: &apiserver_fake::cluster::Cluster) -> tokio::net::Tc
     cluster
         .store
         .put_internal(
-            &format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX),
-            apiserver_fake::peer_endpoint::endpoint_record(&b_id, hole.local_addr().unwrap()),
+            &format!("{}{b_id}", apiserver_fake::controllers::peer_endpoint::PREFIX),
+            apiserver_fake::controllers::peer_endpoint::endpoint_record(&b_id, hole.local_addr().unwrap()),
             Duration::from_secs(60),
         )
         .await

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiserver_fake::catalog::KubeVersion;
-use apiserver_fake::rest::{self, Lookup, ResourceCatalog, ResourceInfo, RestContext, SubresourceInfo};
+use apiserver_fake::api::catalog::KubeVersion;
+use apiserver_fake::api::rest::{self, Lookup, ResourceCatalog, ResourceInfo, RestContext, SubresourceInfo};
 use apiserver_fake::store::{MemoryStore, StorageResource, Store};
 use axum::body::Body;
 use http::{HeaderMap, Method, Request, StatusCode};

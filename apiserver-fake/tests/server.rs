@@ -198,8 +198,8 @@ async fn identity_lease_is_published_and_removed_on_graceful_shutdown() {
         .collect();
     names.sort();
     let mut expected = vec![
-        apiserver_fake::identity::server_id("a"),
-        apiserver_fake::identity::server_id("b"),
+        apiserver_fake::controllers::identity::server_id("a"),
+        apiserver_fake::controllers::identity::server_id("b"),
     ];
     expected.sort();
     assert_eq!(names, expected);

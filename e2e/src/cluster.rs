@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiserver_fake::config::ServerFlags;
 use apiserver_fake::server::RunningServer;
+use apiserver_fake::server::config::ServerFlags;
 use apiserver_fake::store::{MemoryStore, Store};
 use mvp_core::PeerResolutionMode;
 
@@ -89,7 +89,7 @@ async fn open_etcd() -> Result<(Arc<dyn Store>, Option<EtcdLocation>)> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static CLUSTERS: AtomicU64 = AtomicU64::new(0);
     // The first call starts etcd and polls its health with blocking sleeps: off the async workers.
-    let etcd = tokio::task::spawn_blocking(apiserver_fake::etcd_process::EtcdProcess::shared)
+    let etcd = tokio::task::spawn_blocking(apiserver_fake::cluster::etcd_process::EtcdProcess::shared)
         .await
         .map_err(|e| FixtureError::Store(e.to_string()))?
         .map_err(FixtureError::Store)?;
@@ -119,7 +119,7 @@ async fn open_etcd() -> Result<(Arc<dyn Store>, Option<EtcdLocation>)> {
 }
 
 /// Feature gate of the Mixed Version Proxy.
-pub const MVP_GATE: &str = apiserver_fake::config::MVP_FEATURE_GATE;
+pub const MVP_GATE: &str = apiserver_fake::server::config::MVP_FEATURE_GATE;
 
 /// Whether a server gets `--peer-ca-file` (which installs the proxy filter when the gate is on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -544,7 +544,9 @@ impl TestCluster {
         // On etcd each server opens a connection of its own, as separate kube-apiservers do.
         let store = match &self.etcd {
             None => self.store.clone(),
-            Some(_) => apiserver_fake::store::open(&options.flags, Duration::from_secs(5))
+            Some(_) => options
+                .flags
+                .open_store(Duration::from_secs(5))
                 .await
                 .map_err(|e| FixtureError::Store(e.to_string()))?,
         };

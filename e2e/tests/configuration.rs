@@ -94,7 +94,7 @@ async fn peer_flags_require_the_feature_gate() {
 async fn endpoint_record(cluster: &TestCluster, name: &str) -> Option<Value> {
     let key = format!(
         "{}{}",
-        apiserver_fake::peer_endpoint::PREFIX,
+        apiserver_fake::controllers::peer_endpoint::PREFIX,
         cluster.server_id(name).unwrap()
     );
     cluster.store().get_internal(&key).await.unwrap()
@@ -179,7 +179,7 @@ async fn peer_address_is_published_in_the_internal_keyspace_and_removed_on_shutd
     );
     let b_id = cluster.server_id("b").unwrap();
     cluster.kill("b").await.unwrap();
-    let key = format!("{}{b_id}", apiserver_fake::peer_endpoint::PREFIX);
+    let key = format!("{}{b_id}", apiserver_fake::controllers::peer_endpoint::PREFIX);
     assert!(
         cluster.store().get_internal(&key).await.unwrap().is_some(),
         "kept after a crash until its TTL lapses"

@@ -445,11 +445,11 @@ async fn merged_resource_has_the_sorted_union_of_verbs_and_subresources() {
     let (addr, stub) = stub_peer(&cluster, std::net::Ipv4Addr::new(127, 0, 0, 77), api, stub_apis).await;
     // Publish the stub as a peer: address first, then its identity lease (which triggers b's sync).
     let id = "apiserver-stub";
-    let record = apiserver_fake::peer_endpoint::endpoint_record(id, addr);
+    let record = apiserver_fake::controllers::peer_endpoint::endpoint_record(id, addr);
     cluster
         .store()
         .put_internal(
-            &format!("{}{id}", apiserver_fake::peer_endpoint::PREFIX),
+            &format!("{}{id}", apiserver_fake::controllers::peer_endpoint::PREFIX),
             record,
             Duration::from_secs(3600),
         )

@@ -65,7 +65,7 @@ async fn requests_reach_a_third_capable_server_after_the_first_dies() {
         cluster.kill("a").await.unwrap();
         // Until a's address lapses (2 s TTL) b may still pick a (503), or c by chance; only afterwards
         // must every request reach c.
-        let key = format!("{}{a_id}", apiserver_fake::peer_endpoint::PREFIX);
+        let key = format!("{}{a_id}", apiserver_fake::controllers::peer_endpoint::PREFIX);
         let store = cluster.store().clone();
         eventually("a's peer address lapses", Duration::from_secs(10), || async {
             store.get_internal(&key).await.ok()?.is_none().then_some(())

@@ -99,7 +99,7 @@ async fn servers_get_their_own_loopback_address_ephemeral_port_and_kubeconfig() 
     );
     assert_eq!(
         cluster.server_id("b").unwrap(),
-        apiserver_fake::identity::server_id("test-server-b")
+        apiserver_fake::controllers::identity::server_id("test-server-b")
     );
     let kubeconfig = std::fs::read_to_string(cluster.kubeconfig("c").unwrap()).unwrap();
     assert!(kubeconfig.contains(&cluster.url("c").unwrap()), "{kubeconfig}");

@@ -3,9 +3,9 @@
 //! may panic; YAML that decodes must come back the same through the JSON encoder and the YAML decoder.
 #![no_main]
 
-use apiserver_fake::catalog::KubeVersion;
-use apiserver_fake::openapi::definitions::Definitions;
-use apiserver_fake::rest::{field_validation, managed_fields};
+use apiserver_fake::api::catalog::KubeVersion;
+use apiserver_fake::api::openapi::definitions::Definitions;
+use apiserver_fake::api::rest::{field_validation, managed_fields};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = field_validation::duplicate_fields(data);
     let decoded = serde_json::from_slice::<serde_json::Value>(data)
         .ok()
-        .or_else(|| apiserver_fake::yaml::decode(data).ok());
+        .or_else(|| apiserver_fake::api::yaml::decode(data).ok());
     let Some(mut object) = decoded else {
         return;
     };

@@ -3,9 +3,9 @@
 //! the original object and the patch separated by a NUL byte.
 #![no_main]
 
-use apiserver_fake::catalog::KubeVersion;
-use apiserver_fake::openapi::definitions::Definitions;
-use apiserver_fake::rest::patch::{self, PatchSchema, PatchType};
+use apiserver_fake::api::catalog::KubeVersion;
+use apiserver_fake::api::openapi::definitions::Definitions;
+use apiserver_fake::api::rest::patch::{self, PatchSchema, PatchType};
 use libfuzzer_sys::fuzz_target;
 
 const TYPES: [PatchType; 4] = [

@@ -2,7 +2,7 @@
 //! selector evaluates against an object without panicking.
 #![no_main]
 
-use apiserver_fake::rest::selector::{FieldSelector, LabelSelector};
+use apiserver_fake::api::rest::selector::{FieldSelector, LabelSelector};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

@@ -135,7 +135,7 @@ pub(crate) fn set_resource_version(object: &mut Object, revision: u64) {
 }
 
 impl MemoryStore {
-    /// An empty store keeping [`DEFAULT_HISTORY`] events.
+    /// An empty store keeping `DEFAULT_HISTORY` events.
     pub fn new() -> Self {
         Self::with_history(DEFAULT_HISTORY)
     }

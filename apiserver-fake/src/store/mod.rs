@@ -22,7 +22,6 @@
 mod memory;
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -39,8 +38,35 @@ pub use memory::MemoryStore;
 pub(crate) use memory::{fill_create_metadata, now_timestamp};
 use memory::{metadata_mut, set_resource_version};
 
-pub use crate::status::GroupResource;
-use crate::status::Status;
+/// A Kubernetes group and resource (`schema.GroupResource`), e.g. `jobs.batch`; printed as upstream's
+/// `GroupResource.String()` (`resource.group`, or `resource` for the core group).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct GroupResource {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Plural lower-case resource name (`jobs`).
+    pub resource: String,
+}
+
+impl GroupResource {
+    /// A group/resource pair.
+    pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
+        Self {
+            group: group.into(),
+            resource: resource.into(),
+        }
+    }
+}
+
+impl fmt::Display for GroupResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
 
 /// A stored API object: always a JSON object with `metadata`.
 pub type Object = Value;
@@ -172,27 +198,6 @@ pub enum StoreError {
     /// backend's own, as kube-apiserver passes etcd's errors through.
     #[error("{0}")]
     Unavailable(String),
-}
-
-impl From<StoreError> for Status {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::NotFound { resource, key } => Status::not_found(&resource, &key.name),
-            StoreError::AlreadyExists { resource, key } => Status::already_exists(&resource, &key.name),
-            StoreError::Conflict {
-                resource,
-                key,
-                message,
-            } => Status::conflict_with(&resource, &key.name, &message),
-            StoreError::Expired { requested, oldest } => Status::too_old_resource_version(requested, oldest),
-            StoreError::InvalidObject(message) => Status::bad_request(message),
-            // kube-apiserver passes a storage error that is not an API status through
-            // `ErrorToAPIStatus`: 500, no reason, the error's text.
-            StoreError::Unavailable(message) => {
-                Status::failure(500, crate::status::StatusReason::Unknown, message)
-            }
-        }
-    }
 }
 
 /// The result type of store operations.
@@ -384,29 +389,6 @@ pub(crate) fn check_preconditions(
         )));
     }
     Ok(())
-}
-
-/// The store a server's flags ask for: etcd at `--etcd-servers` (under `--etcd-prefix`), waiting at
-/// most `timeout` for it to answer, or, without that flag, a new in-memory store of its own.
-pub async fn open(flags: &crate::config::ServerFlags, timeout: Duration) -> StoreResult<Arc<dyn Store>> {
-    if flags.etcd_servers.is_empty() {
-        return Ok(Arc::new(MemoryStore::new()));
-    }
-    #[cfg(feature = "etcd")]
-    {
-        let config = EtcdConfig {
-            servers: flags.etcd_servers.clone(),
-            prefix: flags.etcd_prefix.clone(),
-        };
-        Ok(Arc::new(EtcdStore::connect(&config, timeout).await?))
-    }
-    #[cfg(not(feature = "etcd"))]
-    {
-        let _ = timeout;
-        Err(StoreError::Unavailable(
-            "this binary was built without etcd support (cargo build --features etcd)".to_owned(),
-        ))
-    }
 }
 
 /// `metadata.resourceVersion` of an object as a revision (`None` when absent, empty or malformed).

@@ -21,7 +21,7 @@ pub struct PrivateEtcd {
 
 /// The shared private etcd, or `None` (after [`skip`]) when it cannot be started.
 pub fn private_etcd() -> Option<PrivateEtcd> {
-    match apiserver_fake::etcd_process::EtcdProcess::shared() {
+    match apiserver_fake::cluster::etcd_process::EtcdProcess::shared() {
         Ok(etcd) => Some(PrivateEtcd {
             url: etcd.client_url().to_owned(),
         }),

@@ -175,7 +175,10 @@ pub async fn a_and_c_serve_batch_b_does_not(mode: PeerResolutionMode) -> TestClu
 /// Removes the peer endpoint record of server `name` from the store's internal keyspace (what happens
 /// when its 15 s TTL lapses after a crash). Kill the server first, or it writes the record again.
 pub async fn forget_peer_address(cluster: &TestCluster, server_id: &str) {
-    let key = format!("{}{server_id}", apiserver_fake::peer_endpoint::PREFIX);
+    let key = format!(
+        "{}{server_id}",
+        apiserver_fake::controllers::peer_endpoint::PREFIX
+    );
     assert!(
         cluster.store().delete_internal(&key).await.expect("store"),
         "record {key} existed"

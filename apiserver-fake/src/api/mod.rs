@@ -1,0 +1,14 @@
+//! What a server answers once a request reached it: the API tables (catalog), discovery, OpenAPI, the REST
+//! handlers of resources, and their encodings and errors.
+
+pub mod catalog;
+pub mod discovery;
+pub mod metrics;
+pub mod not_found;
+pub mod openapi;
+pub mod protobuf;
+pub mod rest;
+pub mod status;
+pub mod version_info;
+pub mod whoami;
+pub mod yaml;

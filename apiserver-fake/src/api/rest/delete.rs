@@ -1,0 +1,276 @@
+//! `delete` and `deletecollection`, with `DeleteOptions` (body or query): preconditions, `dryRun`,
+//! `propagationPolicy` (validated and accepted; there is no garbage collector, so every policy deletes
+//! at once), and finalizers (an object with finalizers only gets `deletionTimestamp`; it goes once a
+//! write removes the last one).
+//!
+//! Responses follow the registries: resources whose upstream store sets `ReturnDeletedObject` (pods,
+//! services, namespaces, custom resources, ...) answer with the object, the others with a `Success`
+//! Status naming the object. Deleting a namespace removes the namespaced objects in it (the namespace
+//! controller's job, done synchronously) and answers with the namespace marked `Terminating`; deleting a
+//! CRD removes its custom resources.
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::lifecycle::{custom_resource_definitions, namespaces};
+use super::object::{meta_str, set_in};
+use super::read::{Selection, list_metadata, render_list, render_object};
+use super::{RestRequest, read_body};
+use crate::api::status::{GroupKind, Status, StatusCause, StatusDetails};
+use crate::store::{ObjectKey, Preconditions, StorageResource, resource_version};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PreconditionsBody {
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeleteOptionsBody {
+    preconditions: Option<PreconditionsBody>,
+    propagation_policy: Option<String>,
+    dry_run: Option<Vec<String>>,
+}
+
+/// The effective delete options of a request.
+#[derive(Debug, Default)]
+struct DeleteOptions {
+    preconditions: Option<Preconditions>,
+    dry_run: bool,
+}
+
+async fn delete_options(req: &RestRequest<'_>, body: Body) -> Result<DeleteOptions, Status> {
+    let body = read_body(body).await?;
+    let parsed: DeleteOptionsBody = if body.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptionsBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| Status::bad_request(e.to_string()))?
+    };
+    let policy = parsed
+        .propagation_policy
+        .as_deref()
+        .or(req.query.get("propagationPolicy"));
+    if let Some(policy) = policy.filter(|p| !matches!(*p, "" | "Foreground" | "Background" | "Orphan")) {
+        return Err(Status::invalid(
+            &GroupKind::new("meta.k8s.io", "DeleteOptions"),
+            "",
+            vec![StatusCause {
+                reason: "FieldValueNotSupported".to_owned(),
+                message: format!(
+                    "Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+                ),
+                field: "propagationPolicy".to_owned(),
+            }],
+        ));
+    }
+    let dry_run = match parsed.dry_run {
+        Some(values) if values.iter().any(|v| v != "All") => {
+            return Err(Status::bad_request(format!(
+                "dryRun: Unsupported value: {values:?}: supported values: \"All\""
+            )));
+        }
+        Some(values) => !values.is_empty() || req.query.dry_run()?,
+        None => req.query.dry_run()?,
+    };
+    let preconditions = match parsed.preconditions {
+        None => None,
+        Some(p) => {
+            let resource_version = match p.resource_version.filter(|rv| !rv.is_empty()) {
+                None => None,
+                Some(rv) => Some(
+                    rv.parse::<u64>()
+                        .map_err(|_| Status::bad_request(format!("invalid resource version: {rv:?}")))?,
+                ),
+            };
+            Some(Preconditions {
+                uid: p.uid.filter(|u| !u.is_empty()),
+                resource_version,
+            })
+        }
+    };
+    Ok(DeleteOptions {
+        preconditions,
+        dry_run,
+    })
+}
+
+/// Whether the registry of `group`/`resource` answers deletes with the object (`ReturnDeletedObject`).
+fn returns_deleted_object(group: &str, resource: &str, custom: bool) -> bool {
+    custom
+        || matches!(
+            (group, resource),
+            (
+                "",
+                "pods"
+                    | "services"
+                    | "serviceaccounts"
+                    | "namespaces"
+                    | "persistentvolumes"
+                    | "persistentvolumeclaims"
+            ) | ("storage.k8s.io", "storageclasses")
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+        )
+}
+
+fn check_preconditions(req: &RestRequest<'_>, current: &Value, pre: &Preconditions) -> Result<(), Status> {
+    let uid = meta_str(current, "uid");
+    let conflict = |message: String| {
+        Status::conflict_with(
+            &req.resource.group_resource(),
+            meta_str(current, "name"),
+            &message,
+        )
+    };
+    if let Some(expected) = pre.uid.as_deref().filter(|u| *u != uid) {
+        return Err(conflict(format!(
+            "Precondition failed: UID in precondition: {expected}, UID in object meta: {uid}"
+        )));
+    }
+    let rv = resource_version(current).unwrap_or(0);
+    if let Some(expected) = pre.resource_version.filter(|r| *r != rv) {
+        return Err(conflict(format!(
+            "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in object meta: {rv}"
+        )));
+    }
+    Ok(())
+}
+
+/// Deletes one object; returns what the response shows.
+async fn delete_one(
+    req: &RestRequest<'_>,
+    key: &ObjectKey,
+    options: &DeleteOptions,
+) -> Result<Value, Status> {
+    let storage = req.resource.storage();
+    let store = req.ctx.store.as_ref();
+    let current = store.get(&storage, key).await?;
+    if let Some(pre) = &options.preconditions {
+        check_preconditions(req, &current, pre)?;
+    }
+    let has_finalizers = current
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    if has_finalizers {
+        if current.pointer("/metadata/deletionTimestamp").is_some() || options.dry_run {
+            return Ok(current);
+        }
+        let mut marked = current.clone();
+        set_in(
+            &mut marked,
+            &["metadata", "deletionTimestamp"],
+            json!(crate::store::now_timestamp()),
+        );
+        set_in(&mut marked, &["metadata", "deletionGracePeriodSeconds"], json!(0));
+        return Ok(store
+            .update(&storage, key, marked, resource_version(&current))
+            .await?);
+    }
+    if options.dry_run {
+        return Ok(current);
+    }
+    let is_namespace = storage == namespaces();
+    if is_namespace {
+        empty_namespace(req, &key.name).await;
+    }
+    let mut deleted = store.delete(&storage, key, options.preconditions.clone()).await?;
+    if storage == custom_resource_definitions() {
+        delete_custom_resources(req, &deleted).await;
+    }
+    if is_namespace {
+        set_in(
+            &mut deleted,
+            &["metadata", "deletionTimestamp"],
+            json!(crate::store::now_timestamp()),
+        );
+        set_in(&mut deleted, &["status", "phase"], json!("Terminating"));
+    }
+    Ok(deleted)
+}
+
+/// The namespace controller's work, done at once: delete every namespaced object in `namespace`.
+async fn empty_namespace(req: &RestRequest<'_>, namespace: &str) {
+    let store = req.ctx.store.as_ref();
+    for resource in req.ctx.catalog.namespaced_resources() {
+        delete_all(store, &resource, Some(namespace)).await;
+    }
+}
+
+/// The CRD finalizer's work: delete the custom resources of a deleted CRD.
+async fn delete_custom_resources(req: &RestRequest<'_>, crd: &Value) {
+    let group = crd.pointer("/spec/group").and_then(Value::as_str);
+    let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str);
+    if let (Some(group), Some(plural)) = (group, plural) {
+        delete_all(req.ctx.store.as_ref(), &StorageResource::new(group, plural), None).await;
+    }
+}
+
+async fn delete_all(store: &dyn crate::store::Store, resource: &StorageResource, namespace: Option<&str>) {
+    let Ok((items, _)) = store.list(resource, namespace).await else {
+        return;
+    };
+    for item in items {
+        let ns = meta_str(&item, "namespace");
+        let key = ObjectKey {
+            namespace: (!ns.is_empty()).then(|| ns.to_owned()),
+            name: meta_str(&item, "name").to_owned(),
+        };
+        let _ = store.delete(resource, &key, None).await;
+    }
+}
+
+/// DELETE on an object.
+pub async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+    let options = delete_options(req, body).await?;
+    let deleted = delete_one(req, &req.key(), &options).await?;
+    let still_there = deleted.pointer("/metadata/deletionTimestamp").is_some()
+        && deleted
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+    if still_there || returns_deleted_object(&req.resource.group, &req.resource.resource, req.resource.custom)
+    {
+        return Ok(req.respond(StatusCode::OK, &render_object(req, deleted)));
+    }
+    let status = Status::success(StatusDetails {
+        name: req.info.name.clone(),
+        group: req.resource.group.clone(),
+        kind: req.resource.resource.clone(),
+        uid: meta_str(&deleted, "uid").to_owned(),
+        ..StatusDetails::default()
+    });
+    Ok(req.format.error(status))
+}
+
+/// DELETE on a collection: deletes the selected objects and answers with the list of them.
+pub async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+    let options = delete_options(req, body).await?;
+    let selection = Selection::from_request(req)?;
+    let (items, _) = req
+        .ctx
+        .store
+        .list(&req.resource.storage(), req.namespace.as_deref())
+        .await?;
+    let mut deleted = Vec::new();
+    for item in items.into_iter().filter(|o| selection.matches(o)) {
+        let key = ObjectKey {
+            namespace: req.namespace.clone(),
+            name: meta_str(&item, "name").to_owned(),
+        };
+        match delete_one(req, &key, &options).await {
+            Ok(object) => deleted.push(object),
+            Err(status) if status.code == 404 => {}
+            Err(status) => return Err(status),
+        }
+    }
+    let revision = req.ctx.store.current_revision().await?;
+    Ok(req.respond(
+        StatusCode::OK,
+        &render_list(req, list_metadata(revision, None, None), deleted),
+    ))
+}

@@ -1,0 +1,240 @@
+//! `watch` (`?watch=1` and the `/watch/` path form): a chunked stream of newline-delimited JSON events
+//! `{"type":"ADDED","object":{...}}`, each flushed as it happens.
+//!
+//! As kube-apiserver's watch cache:
+//! * `resourceVersion` absent or `"0"`: synthetic `ADDED` events for the current objects first, then
+//!   changes; `"N"`: changes after N; N older than the store's history → one `ERROR` event carrying the
+//!   410 `Expired` Status (`too old resource version: N (M)`), then the stream ends.
+//! * `sendInitialEvents=true` (watch-list): initial `ADDED` events, then a `BOOKMARK` annotated
+//!   `k8s.io/initial-events-end: "true"`.
+//! * Selectors filter events; an object that starts or stops matching arrives as `ADDED`/`DELETED`.
+//! * `allowWatchBookmarks=true`: periodic `BOOKMARK` events whose object has only
+//!   `metadata.resourceVersion` (plus `apiVersion`/`kind`).
+//! * `timeoutSeconds`: the stream ends after it (default: a random 30–60 minutes, as upstream's
+//!   `MinRequestTimeout` jitter).
+//! * A watcher too slow for the store's buffer has its stream closed, as the cacher closes
+//!   unresponsive watchers; clients re-watch from their last resourceVersion.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::{FutureExt, StreamExt};
+use http::{HeaderValue, StatusCode, header};
+use rand::Rng;
+use serde_json::{Value, json};
+use tokio::time::{Instant, Interval, Sleep};
+
+use super::RestRequest;
+use super::negotiation::{Encoding, OutputFormat, Transform};
+use super::read::Selection;
+use super::table::{IncludeObject, TableConvertor, partial_object_metadata, table_for_object};
+use crate::api::status::Status;
+use crate::store::{StoreError, WatchEvent, WatchEventType, WatchStream};
+
+/// Everything needed to turn store events into wire events for one watcher.
+struct Watcher {
+    selection: Selection,
+    api_version: String,
+    kind: String,
+    format: OutputFormat,
+    include: IncludeObject,
+    convertor: TableConvertor,
+}
+
+impl Watcher {
+    fn encode(&self, event_type: WatchEventType, object: Value) -> Bytes {
+        let object = match event_type {
+            WatchEventType::Bookmark | WatchEventType::Error => object,
+            _ => {
+                let object = super::object::present(object, &self.api_version, &self.kind);
+                match self.format.transform {
+                    Transform::Table => table_for_object(
+                        &object,
+                        self.include,
+                        &self.convertor,
+                        time::OffsetDateTime::now_utc(),
+                    ),
+                    Transform::PartialObjectMetadata => partial_object_metadata(&object),
+                    Transform::None => object,
+                }
+            }
+        };
+        let mut line = serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
+        line.push(b'\n');
+        line.into()
+    }
+
+    fn bookmark(&self, revision: u64, initial_events_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({"kind": self.kind, "apiVersion": self.api_version, "metadata": metadata});
+        self.encode(WatchEventType::Bookmark, object)
+    }
+
+    /// The wire event for a store event, after selector filtering (`None`: not for this watcher).
+    fn translate(&self, event: WatchEvent) -> Option<Bytes> {
+        let now = self.selection.matches(&event.object);
+        let before = event
+            .prev_object
+            .as_ref()
+            .is_some_and(|prev| self.selection.matches(prev));
+        let event_type = match event.event_type {
+            WatchEventType::Added if now => WatchEventType::Added,
+            WatchEventType::Modified if now && before => WatchEventType::Modified,
+            WatchEventType::Modified if now => WatchEventType::Added,
+            WatchEventType::Modified if before => WatchEventType::Deleted,
+            WatchEventType::Deleted if before || now => WatchEventType::Deleted,
+            _ => return None,
+        };
+        Some(self.encode(event_type, event.object))
+    }
+}
+
+struct State {
+    watcher: Watcher,
+    pending: VecDeque<Bytes>,
+    events: Option<WatchStream>,
+    bookmarks: Option<Interval>,
+    deadline: Pin<Box<Sleep>>,
+    store: std::sync::Arc<dyn crate::store::Store>,
+    last_revision: u64,
+}
+
+impl State {
+    /// Moves every event already delivered by the store into `pending`, without waiting.
+    fn drain_ready(&mut self) {
+        while let Some(events) = self.events.as_mut() {
+            match events.next().now_or_never() {
+                Some(Some(Ok(event))) => {
+                    self.last_revision = self.last_revision.max(event.revision);
+                    if let Some(line) = self.watcher.translate(event) {
+                        self.pending.push_back(line);
+                    }
+                }
+                Some(Some(Err(_)) | None) => self.events = None,
+                None => break,
+            }
+        }
+    }
+}
+
+fn watch_timeout(req: &RestRequest<'_>) -> Result<Duration, Status> {
+    match super::list_options::int64(&req.query, "timeoutSeconds")? {
+        Some(seconds) => Ok(Duration::from_secs(u64::try_from(seconds).unwrap_or(0))),
+        None => Ok(Duration::from_secs(rand::rng().random_range(1800..3600))),
+    }
+}
+
+/// Serves a watch.
+pub async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
+    if req.format.encoding != Encoding::Json {
+        return Err(Status::not_acceptable(&["application/json"]));
+    }
+    let selection = Selection::from_request(req)?;
+    let allow_bookmarks = req.query.flag("allowWatchBookmarks")?;
+    let timeout = watch_timeout(req)?;
+    super::list_options::validate(&req.query, true)?;
+    let from = super::list_options::resource_version(&req.query, super::list_options::ReadPath::WatchCache)?;
+    let send_initial = match req.query.get("sendInitialEvents") {
+        Some(_) => req.query.flag("sendInitialEvents")?,
+        None => from.is_none(),
+    };
+    let watcher = Watcher {
+        selection,
+        api_version: req.resource.api_version(),
+        kind: req.resource.kind.clone(),
+        format: req.format,
+        include: IncludeObject::parse(req.query.get("includeObject")),
+        convertor: TableConvertor::for_resource(&req.resource, req.ctx.binary_version),
+    };
+    let store = req.ctx.store.clone();
+    let storage = req.resource.storage();
+    let namespace = req.namespace.as_deref();
+    let mut pending = VecDeque::new();
+    let (events, last_revision) = if send_initial && from.is_none() {
+        let (items, revision) = store.list(&storage, namespace).await?;
+        for item in items.into_iter().filter(|o| watcher.selection.matches(o)) {
+            pending.push_back(watcher.encode(WatchEventType::Added, item));
+        }
+        if req.query.get("sendInitialEvents").is_some() && allow_bookmarks {
+            pending.push_back(watcher.bookmark(revision, true));
+        }
+        (store.watch(&storage, namespace, Some(revision)).await, revision)
+    } else {
+        let start = match from {
+            Some(rv) => rv,
+            None => store.current_revision().await?,
+        };
+        (store.watch(&storage, namespace, Some(start)).await, start)
+    };
+    let events = match events {
+        Ok(events) => Some(events),
+        Err(err @ StoreError::Expired { .. }) => {
+            // Upstream's cacher answers 200 and sends the 410 as an ERROR event.
+            pending.push_back(watcher.encode(WatchEventType::Error, Status::from(err).to_value()));
+            None
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let ended = events.is_none();
+    let bookmarks = allow_bookmarks.then(|| {
+        let period = req.ctx.bookmark_interval.max(Duration::from_millis(1));
+        tokio::time::interval_at(Instant::now() + period, period)
+    });
+    let state = State {
+        watcher,
+        pending,
+        events,
+        bookmarks: if ended { None } else { bookmarks },
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        store: store.clone(),
+        last_revision,
+    };
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(line) = state.pending.pop_front() {
+                return Some((Ok::<Bytes, Infallible>(line), state));
+            }
+            let events = state.events.as_mut()?;
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(Ok(event)) => {
+                        state.last_revision = state.last_revision.max(event.revision);
+                        if let Some(line) = state.watcher.translate(event) {
+                            state.pending.push_back(line);
+                        }
+                    }
+                    // Lagged (Expired) or store gone: close like the cacher closes slow watchers.
+                    Some(Err(_)) | None => return None,
+                },
+                _ = async {
+                    match state.bookmarks.as_mut() {
+                        Some(interval) => { interval.tick().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {
+                    // Progress: the store's revision, after every event up to it has been queued.
+                    let revision = state.store.current_revision().await.unwrap_or(state.last_revision);
+                    state.drain_ready();
+                    state.last_revision = state.last_revision.max(revision);
+                    let bookmark = state.watcher.bookmark(state.last_revision, false);
+                    state.pending.push_back(bookmark);
+                }
+                () = state.deadline.as_mut() => return None,
+            }
+        }
+    });
+    let mut response = (StatusCode::OK, Body::from_stream(stream)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(req.format.content_type()),
+    );
+    Ok(response)
+}

@@ -1,0 +1,117 @@
+//! The handler chain of one server: the stages a request passes through, built in [`handler_chain`],
+//! the one place that states their order.
+//!
+//! Outermost first, as a request travels them:
+//!
+//! 1. response `Cache-Control` default (kube-apiserver's `WithCacheControl`; acts on the response);
+//! 2. authentication ([`authentication`]), then impersonation ([`impersonation`], whose permission is
+//!    checked with the authorizer here); 401 for nobody;
+//! 3. request classification (kube's `RequestInfo`), the audit ID, the request log ([`request_log`]),
+//!    API Priority and Fairness classification ([`flow_control`]), authorization ([`authorization`],
+//!    403 here) and the request metrics, in one filter;
+//! 4. the max-in-flight limit ([`inflight`], 429) and the request deadline (`--request-timeout`, 504);
+//! 5. the Mixed Version Proxy filter, when the server installed one (see [`crate::server::mvp`]);
+//! 6. routing ([`routing`]): health, `/version`, `/metrics`, discovery, OpenAPI, resources.
+//!
+//! Like kube-apiserver, the MVP filter sits after authentication and authorization
+//! (docs/mvp-behaviour.md §1.1), so 401 and 403 are always answered by the server the client talked to,
+//! and in front of routing, so it sees every resource request before the router would answer 404. The
+//! deadline wraps it, so a hung peer cannot hold a proxied request for ever.
+
+pub mod authentication;
+pub mod authorization;
+mod filters;
+pub mod flow_control;
+pub mod impersonation;
+pub mod inflight;
+pub mod rbac;
+pub mod request_log;
+pub mod routing;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::from_fn_with_state;
+use axum::response::Response;
+use mvp_core::{MvpBody, MvpLayer};
+use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
+
+use self::authentication::Authenticator;
+use self::authorization::Authorizer;
+use self::inflight::InFlightLimits;
+use self::request_log::RequestLog;
+use crate::api::catalog::{KubeVersion, ServedApis};
+use crate::api::discovery::DiscoveryContext;
+use crate::api::metrics::ServerMetrics;
+use crate::api::openapi::OpenApiService;
+use crate::api::rest::defaults::service_ip::ServiceCidr;
+use crate::store::Store;
+
+/// The complete, type-erased service a connection serves.
+pub type HandlerChain = BoxCloneSyncService<Request<Body>, Response, Infallible>;
+
+/// What the stages of the chain read from the server they run in (`ServerState` in
+/// [`crate::server`] provides it).
+pub trait ServerContext: Send + Sync + 'static {
+    /// `--authorization-mode`.
+    fn authorizer(&self) -> &Authorizer;
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`.
+    fn inflight(&self) -> &InFlightLimits;
+    /// `--request-timeout`.
+    fn request_timeout(&self) -> Duration;
+    /// Which users this server believed it served.
+    fn requests(&self) -> &RequestLog;
+    /// Prometheus metrics of this server.
+    fn metrics(&self) -> &ServerMetrics;
+    /// The cluster's shared store.
+    fn store(&self) -> &Arc<dyn Store>;
+    /// What this server serves now.
+    fn served(&self) -> Arc<ServedApis>;
+    /// The server's binary version.
+    fn binary_version(&self) -> KubeVersion;
+    /// The version the server emulates.
+    fn emulated_version(&self) -> KubeVersion;
+    /// `--service-cluster-ip-range`.
+    fn service_cidr(&self) -> ServiceCidr;
+    /// What discovery documents need to know about this server.
+    fn discovery(&self) -> &DiscoveryContext;
+    /// `/openapi/v2` and `/openapi/v3`.
+    fn openapi(&self) -> &OpenApiService;
+    /// The first readiness check that has not passed (`/readyz`), or `None` when ready.
+    fn check_readiness(&self) -> impl Future<Output = Option<&'static str>> + Send;
+}
+
+/// Builds the chain for one server, its stages in the order of the module documentation; `mvp` is the
+/// peer proxy filter when it is installed.
+pub fn handler_chain<S: ServerContext>(
+    state: Arc<S>,
+    authenticator: Arc<Authenticator>,
+    mvp: Option<MvpLayer>,
+) -> HandlerChain {
+    let router = routing::router(state.clone());
+    let front = ServiceBuilder::new()
+        .map_response(filters::default_cache_control)
+        .layer(from_fn_with_state(
+            (authenticator, state.clone()),
+            filters::authenticate::<S>,
+        ))
+        .layer(from_fn_with_state(
+            state.clone(),
+            filters::record_and_classify::<S>,
+        ))
+        .layer(from_fn_with_state(state, filters::request_deadline::<S>));
+    match mvp {
+        Some(mvp) => BoxCloneSyncService::new(
+            front
+                .map_response(|response: http::Response<MvpBody<Body>>| response.map(Body::new))
+                .layer(mvp)
+                .service(router),
+        ),
+        None => BoxCloneSyncService::new(front.service(router)),
+    }
+}

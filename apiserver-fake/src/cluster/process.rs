@@ -1,0 +1,383 @@
+//! A cluster of fakes as a real control plane runs: every server its own OS process of this binary,
+//! with kube-apiserver's flags, sharing one etcd (a private one the cluster starts, or an existing one).
+//!
+//! `apiserver-fake cluster --etcd` runs on this, and so do tests that crash, stall or restart a server
+//! as an operator or a kernel would: [`ProcessCluster::kill`] (SIGKILL), [`ProcessCluster::stall`] and
+//! [`ProcessCluster::resume`] (SIGSTOP/SIGCONT), [`ProcessCluster::stop`] (SIGTERM, graceful) and
+//! [`ProcessCluster::restart`] (possibly at another version). Each server's log is `DIR/NAME.log`.
+//!
+//! Every server process is tied to the cluster's process by a pipe on its standard input
+//! (`--exit-when-stdin-closes`): if the cluster's process dies, even by SIGKILL, its servers shut
+//! down instead of lingering on their ports.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+use crate::cluster::etcd_process::EtcdProcess;
+use crate::cluster::{AdminClient, MemberSpec, admin_client, member_args, write_client_files};
+
+/// Where a process cluster keeps its objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EtcdBackend {
+    /// A private etcd started by the cluster, its data in `DIR/etcd` (kept across runs).
+    Private,
+    /// An existing etcd at these client URLs (`--etcd-servers`).
+    Existing(Vec<String>),
+}
+
+/// One server process.
+#[derive(Debug)]
+struct Member {
+    spec: MemberSpec,
+    port: u16,
+    child: Option<Child>,
+}
+
+/// A running cluster of server processes (see the module docs). Dropping it kills every process it
+/// started.
+#[derive(Debug)]
+pub struct ProcessCluster {
+    members: Vec<Member>,
+    etcd: Option<EtcdProcess>,
+    etcd_servers: Vec<String>,
+    etcd_prefix: String,
+    binary: PathBuf,
+    dir: PathBuf,
+    pki: certs::Pki,
+    client: AdminClient,
+    ready_timeout: Duration,
+    _tempdir: Option<tempfile::TempDir>,
+}
+
+/// Fails with one line when the etcd at `servers` does not answer, before any server is started.
+async fn check_etcd(servers: &[String], prefix: &str) -> anyhow::Result<()> {
+    #[cfg(feature = "etcd")]
+    {
+        let config = crate::store::EtcdConfig {
+            servers: servers.to_vec(),
+            prefix: prefix.to_owned(),
+        };
+        crate::store::EtcdStore::connect(&config, Duration::from_secs(5))
+            .await
+            .with_context(|| format!("failed to reach etcd at {}", servers.join(",")))?;
+        Ok(())
+    }
+    #[cfg(not(feature = "etcd"))]
+    {
+        let _ = (servers, prefix);
+        anyhow::bail!("this binary was built without etcd support (cargo build --features etcd)")
+    }
+}
+
+impl ProcessCluster {
+    /// Writes the PKI for `members` into `dir` (a temporary directory when `None`), starts etcd (or
+    /// uses the existing one) and one process of `binary` per member on `port` (0: a free port each),
+    /// and waits until every server's `/readyz` says ok: a ready server's peers have fetched its
+    /// discovery, so once all are ready every proxy knows its peers. Then the kubeconfigs and, last,
+    /// `cluster.json` are written, each atomically.
+    pub async fn start(
+        binary: &Path,
+        dir: Option<PathBuf>,
+        members: Vec<MemberSpec>,
+        port: u16,
+        backend: EtcdBackend,
+        etcd_prefix: &str,
+    ) -> anyhow::Result<Self> {
+        let prepared = crate::cluster::prepare_dir(dir, &members)?;
+        let (dir, pki, tempdir) = (prepared.dir, prepared.pki, prepared.tempdir);
+        let (etcd, etcd_servers) = match backend {
+            EtcdBackend::Private => {
+                // Starting etcd polls its health with blocking sleeps: off the async workers.
+                let (data, log) = (dir.join("etcd"), dir.join("etcd.log"));
+                let etcd = tokio::task::spawn_blocking(move || {
+                    EtcdProcess::start(&data, std::net::Ipv4Addr::LOCALHOST, 0, Some(&log), true)
+                })
+                .await
+                .context("failed to start etcd")?
+                .context("failed to start etcd")?;
+                let url = etcd.client_url().to_owned();
+                (Some(etcd), vec![url])
+            }
+            EtcdBackend::Existing(servers) => {
+                check_etcd(&servers, etcd_prefix).await?;
+                (None, servers)
+            }
+        };
+        let client = admin_client(&pki)?;
+        let mut cluster = Self {
+            members: Vec::with_capacity(members.len()),
+            etcd,
+            etcd_servers,
+            etcd_prefix: etcd_prefix.to_owned(),
+            binary: binary.to_owned(),
+            dir,
+            pki,
+            client,
+            ready_timeout: Duration::from_secs(30),
+            _tempdir: tempdir,
+        };
+        for spec in members {
+            let port = if port == 0 {
+                crate::cluster::etcd_process::free_port(spec.ip)
+                    .with_context(|| format!("no free port on {}", spec.ip))?
+            } else {
+                port
+            };
+            let mut member = Member {
+                spec,
+                port,
+                child: None,
+            };
+            member.child = Some(cluster.spawn(&member)?);
+            cluster.members.push(member);
+        }
+        for index in 0..cluster.members.len() {
+            cluster.wait_ready(index).await?;
+        }
+        cluster.write_client_files()?;
+        Ok(cluster)
+    }
+
+    fn spawn(&self, member: &Member) -> anyhow::Result<Child> {
+        let mut args = member_args(&member.spec, &self.dir, member.port)?;
+        args.push(format!("--etcd-servers={}", self.etcd_servers.join(",")));
+        args.push(format!("--etcd-prefix={}", self.etcd_prefix));
+        let log_path = self.dir.join(format!("{}.log", member.spec.name));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("failed to open {}", log_path.display()))?;
+        Command::new(&self.binary)
+            .arg("--exit-when-stdin-closes")
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "failed to start server {} ({})",
+                    member.spec.name,
+                    self.binary.display()
+                )
+            })
+    }
+
+    fn index(&self, name: &str) -> anyhow::Result<usize> {
+        self.members
+            .iter()
+            .position(|m| m.spec.name == name)
+            .with_context(|| format!("no server {name:?} in the cluster"))
+    }
+
+    /// Waits until the `index`th server answers `/readyz` 200, failing early when its process exits.
+    async fn wait_ready(&mut self, index: usize) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + self.ready_timeout;
+        let url = self.url_of(index);
+        loop {
+            if self.probe(&url, "/readyz").await == Some(http::StatusCode::OK) {
+                return Ok(());
+            }
+            let member = &mut self.members[index];
+            let name = member.spec.name.clone();
+            if let Some(child) = member.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                let log = std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
+                let last = log.lines().last().unwrap_or("no output");
+                anyhow::bail!("server {name} exited ({status}) before it was ready: {last}");
+            }
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "server {name} did not become ready within {} s",
+                    self.ready_timeout.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The status of `GET path` on `url` as the admin, or `None` when there is no answer within a
+    /// second.
+    async fn probe(&self, url: &str, path: &str) -> Option<http::StatusCode> {
+        let request = http::Request::get(format!("{url}{path}"))
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .ok()?;
+        let response = tokio::time::timeout(Duration::from_secs(1), self.client.request(request))
+            .await
+            .ok()?
+            .ok()?;
+        Some(response.status())
+    }
+
+    fn url_of(&self, index: usize) -> String {
+        let member = &self.members[index];
+        format!("https://{}", SocketAddr::new(member.spec.ip, member.port))
+    }
+
+    /// `https://ip:port` of server `name`.
+    pub fn url(&self, name: &str) -> anyhow::Result<String> {
+        Ok(self.url_of(self.index(name)?))
+    }
+
+    /// The process ID of server `name` (`None` while it is not running).
+    pub fn pid(&self, name: &str) -> anyhow::Result<Option<u32>> {
+        Ok(self.members[self.index(name)?].child.as_ref().and_then(Child::id))
+    }
+
+    /// The etcd client URLs the servers use.
+    pub fn etcd_servers(&self) -> &[String] {
+        &self.etcd_servers
+    }
+
+    /// Where the files are.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The cluster's PKI.
+    pub fn pki(&self) -> &certs::Pki {
+        &self.pki
+    }
+
+    /// The names of the servers, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.members.iter().map(|m| m.spec.name.as_str()).collect()
+    }
+
+    fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()> {
+        let pid = self
+            .pid(name)?
+            .with_context(|| format!("server {name} is not running"))?;
+        let pid = i32::try_from(pid).context("pid out of range")?;
+        kill(Pid::from_raw(pid), signal).with_context(|| format!("failed to send {signal} to server {name}"))
+    }
+
+    /// Crashes server `name` (SIGKILL) and reaps it: nothing it published is cleaned up.
+    pub async fn kill(&mut self, name: &str) -> anyhow::Result<()> {
+        let index = self.index(name)?;
+        if let Some(mut child) = self.members[index].child.take() {
+            child
+                .kill()
+                .await
+                .with_context(|| format!("failed to kill server {name}"))?;
+        }
+        Ok(())
+    }
+
+    /// Stalls server `name` (SIGSTOP): its sockets stay open but nothing answers, as a server stuck
+    /// in a long GC pause or on a frozen VM.
+    pub fn stall(&self, name: &str) -> anyhow::Result<()> {
+        self.signal(name, Signal::SIGSTOP)
+    }
+
+    /// Lets a stalled server `name` run again (SIGCONT).
+    pub fn resume(&self, name: &str) -> anyhow::Result<()> {
+        self.signal(name, Signal::SIGCONT)
+    }
+
+    /// Stops server `name` gracefully (SIGTERM, as kubelet stops a static pod) and waits for its
+    /// process to exit (SIGKILL after 10 s).
+    pub async fn stop(&mut self, name: &str) -> anyhow::Result<()> {
+        let index = self.index(name)?;
+        // A stalled process would never handle SIGTERM.
+        let _ = self.signal(name, Signal::SIGCONT);
+        self.signal(name, Signal::SIGTERM)?;
+        if let Some(mut child) = self.members[index].child.take()
+            && tokio::time::timeout(Duration::from_secs(10), child.wait())
+                .await
+                .is_err()
+        {
+            child.kill().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts server `name` again on its address after [`Self::kill`] or [`Self::stop`], at
+    /// `kubernetes_version` when given (a rolling upgrade), and waits until it is ready.
+    pub async fn restart(&mut self, name: &str, kubernetes_version: Option<&str>) -> anyhow::Result<()> {
+        let index = self.index(name)?;
+        anyhow::ensure!(
+            self.members[index].child.is_none(),
+            "server {name} is still running: kill or stop it first"
+        );
+        if let Some(version) = kubernetes_version {
+            self.members[index].spec.kubernetes_version = version.to_owned();
+        }
+        let child = self.spawn(&self.members[index])?;
+        self.members[index].child = Some(child);
+        self.wait_ready(index).await
+    }
+
+    /// `cluster.json`: every server's `name`, `url`, `kubernetesVersion`, `kubeconfig` and `pid`, and
+    /// the `etcd` client URL.
+    pub fn manifest(&self) -> serde_json::Value {
+        let servers: Vec<_> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(index, member)| {
+                json!({
+                    "name": member.spec.name,
+                    "url": self.url_of(index),
+                    "kubernetesVersion": member.spec.kubernetes_version,
+                    "kubeconfig": self.dir.join(format!("{}.kubeconfig", member.spec.name)).display().to_string(),
+                    "pid": member.child.as_ref().and_then(Child::id),
+                })
+            })
+            .collect();
+        json!({ "servers": servers, "etcd": self.etcd_servers.join(",") })
+    }
+
+    fn write_client_files(&self) -> anyhow::Result<()> {
+        let kubeconfigs: Vec<(String, String)> = (0..self.members.len())
+            .map(|index| (self.members[index].spec.name.clone(), self.url_of(index)))
+            .collect();
+        write_client_files(&self.dir, &self.pki, &kubeconfigs, &self.manifest())
+    }
+
+    /// The table the demo prints.
+    pub fn table(&self) -> String {
+        let rows: Vec<(&MemberSpec, SocketAddr)> = self
+            .members
+            .iter()
+            .map(|m| (&m.spec, SocketAddr::new(m.spec.ip, m.port)))
+            .collect();
+        crate::cluster::render_table(&rows, &self.dir)
+    }
+
+    /// Stops every server gracefully (in parallel), then etcd if the cluster started it.
+    pub async fn shutdown(mut self) {
+        for member in &self.members {
+            if let Some(pid) = member
+                .child
+                .as_ref()
+                .and_then(Child::id)
+                .and_then(|p| i32::try_from(p).ok())
+            {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+        }
+        for member in &mut self.members {
+            if let Some(mut child) = member.child.take()
+                && tokio::time::timeout(Duration::from_secs(10), child.wait())
+                    .await
+                    .is_err()
+            {
+                let _ = child.kill().await;
+            }
+        }
+        drop(self.etcd.take());
+    }
+}

@@ -1,0 +1,310 @@
+//! `apiserver-fake upgrade`: the rolling-upgrade simulator. It rolls a cluster of fakes from one
+//! Kubernetes minor to the next, one server at a time, under a client load spread by a round-robin
+//! load balancer, and reports what the clients suffered, once with the Mixed Version Proxy and once
+//! without (same seed, same schedule).
+//!
+//! The schedule: start every server at `--from`, wait until ready, dwell; then for each server in
+//! turn take it out of the load balancer, stop it (or kill it with `--crash`), start it at `--to`,
+//! wait until ready, put it back, dwell; a final dwell with every server at `--to`.
+//!
+//! What is counted (see [`report::RunReport`]): false 404s (a 404 from the router for a resource that
+//! a server up throughout the request served), 503s and other errors, acknowledged writes not visible
+//! at the end, acknowledged writes no watch delivered, and latency of proxied and local requests.
+
+pub mod ledger;
+pub mod load;
+pub mod plan;
+pub mod report;
+pub mod timeline;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use self::ledger::{Ledger, Recorded, ServedByVersion};
+use self::load::{Balancer, Load};
+pub use self::plan::{Plan, UpgradeArgs};
+use self::report::{Phase, Report, RunRecord, RunReport};
+use crate::cluster::launch_cluster;
+use crate::server::config::PeerResolutionModeFlag;
+
+/// How long watches get, after the writers stop, to deliver the events of the last writes.
+const WATCH_SETTLE: Duration = Duration::from_secs(3);
+
+/// Everything one run left behind.
+struct RunOutcome {
+    mvp: bool,
+    recorded: Recorded,
+    phases: Vec<Phase>,
+    final_state: HashMap<(String, String), Option<u64>>,
+    names: Vec<String>,
+    length: f64,
+    served: ServedByVersion,
+}
+
+/// The `upgrade` subcommand: both runs, then `report.json`, `report.md` and `timeline.svg` in `--out`.
+pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
+    let plan = Plan::new(args)?;
+    let out = plan.args.out.clone();
+    std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
+    let progress = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    progress.enable_steady_tick(Duration::from_millis(200));
+    let mut outcomes = Vec::new();
+    for &mvp in &plan.runs {
+        outcomes.push(run_once(&plan, mvp, &progress).await?);
+    }
+    progress.finish_and_clear();
+
+    let mode = match plan.args.peer_resolution_mode {
+        PeerResolutionModeFlag::Discovery => "discovery",
+        PeerResolutionModeFlag::StorageVersion => "storage-version",
+    };
+    let runs: Vec<RunReport> = outcomes
+        .iter()
+        .map(|o| {
+            RunReport::judge(&RunRecord {
+                mvp: o.mvp,
+                mode,
+                requests: &o.recorded.requests,
+                writes: &o.recorded.writes,
+                events: &o.recorded.events,
+                up: &o.recorded.up,
+                unwatched: &o.recorded.unwatched,
+                served: &o.served,
+                phases: &o.phases,
+                final_state: &o.final_state,
+                names: &o.names,
+            })
+        })
+        .collect();
+    let report = Report {
+        from: plan.from.to_string(),
+        to: plan.to.to_string(),
+        servers: plan.args.servers,
+        seed: plan.args.seed,
+        crash: plan.args.crash,
+        resources_under_test: plan.targets.iter().map(|t| t.label()).collect(),
+        runs,
+    };
+    let json = serde_json::to_string_pretty(&report).context("failed to render report.json")?;
+    std::fs::write(out.join("report.json"), json + "\n").context("failed to write report.json")?;
+    let markdown = report.markdown();
+    std::fs::write(out.join("report.md"), &markdown).context("failed to write report.md")?;
+    let timelines: Vec<timeline::RunTimeline<'_>> = outcomes
+        .iter()
+        .map(|o| timeline::RunTimeline {
+            title: format!(
+                "MVP {}: {} → {}",
+                if o.mvp { "on" } else { "off" },
+                plan.from,
+                plan.to
+            ),
+            requests: &o.recorded.requests,
+            up: &o.recorded.up,
+            served: &o.served,
+            names: &o.names,
+            length: o.length,
+        })
+        .collect();
+    timeline::draw(&out.join("timeline.svg"), &timelines, plan.from, plan.to)
+        .context("failed to draw timeline.svg")?;
+    println!("{markdown}");
+    println!("files: {} (report.json, report.md, timeline.svg)", out.display());
+    Ok(())
+}
+
+/// The phase the progress line shows.
+struct Progress<'a> {
+    bar: &'a indicatif::ProgressBar,
+    label: String,
+    phase: Arc<Mutex<String>>,
+}
+
+impl Progress<'_> {
+    fn enter(&self, phase: &str) {
+        *self
+            .phase
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = phase.to_owned();
+        self.bar.set_message(format!("{}: {phase}", self.label));
+    }
+}
+
+async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyhow::Result<RunOutcome> {
+    let n = plan.args.servers;
+    let members: Vec<_> = (0..n).map(|i| plan.member(i, plan.from, mvp)).collect();
+    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    let mut served = ServedByVersion::default();
+    served.insert(plan.from, &plan.served(plan.from, mvp)?);
+    served.insert(plan.to, &plan.served(plan.to, mvp)?);
+    let progress = Progress {
+        bar,
+        label: format!("MVP {}", if mvp { "on" } else { "off" }),
+        phase: Arc::default(),
+    };
+    progress.enter("starting");
+    let mut cluster = launch_cluster(None, members, 0).await?;
+    cluster
+        .wait_until_peers_know_each_other(Duration::from_secs(10))
+        .await?;
+
+    let clock = Instant::now();
+    let since = move || clock.elapsed().as_secs_f64();
+    let ledger = Arc::new(Ledger::default());
+    let balancer = Arc::new(Balancer::new(
+        cluster.servers.iter().map(|(_, s)| s.url()).collect(),
+    ));
+    for (i, (_, server)) in cluster.servers.iter().enumerate() {
+        balancer.set(i, &server.url(), true);
+        ledger.up(i, plan.from, 0.0);
+    }
+    let load = Arc::new(Load::new(
+        cluster.admin_client()?,
+        balancer.clone(),
+        ledger.clone(),
+        clock,
+        plan.targets.clone(),
+    ));
+    let (writes_stop, watches_stop) = (CancellationToken::new(), CancellationToken::new());
+    let mut clients = JoinSet::new();
+    let mut watchers = JoinSet::new();
+    clients.spawn(load.clone().run_inventory(writes_stop.clone()));
+    for id in 0..plan.args.writers {
+        clients.spawn(load.clone().run_writer(id, plan.args.seed, writes_stop.clone()));
+    }
+    for target in &plan.targets {
+        watchers.spawn(load.clone().run_watcher(target.clone(), watches_stop.clone()));
+    }
+    {
+        let (bar, ledger, label, phase) = (
+            bar.clone(),
+            ledger.clone(),
+            progress.label.clone(),
+            progress.phase.clone(),
+        );
+        let stop = watches_stop.clone();
+        // In the watchers' set: dropped (and so stopped) with it, also when the run fails.
+        watchers.spawn(async move {
+            while !stop.is_cancelled() {
+                let phase = phase
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                bar.set_message(format!(
+                    "{label}: {phase} · {} requests · {} 404s · {} 503s",
+                    ledger.count.load(std::sync::atomic::Ordering::Relaxed),
+                    ledger.not_found.load(std::sync::atomic::Ordering::Relaxed),
+                    ledger.unavailable.load(std::sync::atomic::Ordering::Relaxed),
+                ));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+    }
+
+    let mut phases = Vec::new();
+    let steady = format!("steady at {}", plan.from);
+    progress.enter(&steady);
+    tokio::time::sleep(plan.dwell).await;
+    phases.push(Phase {
+        name: steady,
+        start: 0.0,
+        end: since(),
+    });
+    for (index, name) in names.iter().enumerate() {
+        let name_of_phase = format!("upgrade {name}");
+        progress.enter(&name_of_phase);
+        let start = since();
+        let port = if plan.args.crash {
+            // A crash: clients keep being sent to it until the load balancer's health check notices.
+            ledger.down(index, since());
+            let port = cluster.stop_member(index, true).await?;
+            tokio::time::sleep(plan.health_check).await;
+            balancer.set(index, "", false);
+            port
+        } else {
+            // An orchestrated stop: out of the load balancer first, in-flight requests finish.
+            balancer.set(index, "", false);
+            ledger.down(index, since());
+            tokio::time::sleep(plan.drain).await;
+            cluster.stop_member(index, false).await?
+        };
+        let member = plan.member(index, plan.to, mvp);
+        if let Err(err) = cluster.put_member(index, member.clone(), port).await {
+            // Its old port (from the ephemeral range) may have been taken by an outgoing connection
+            // meanwhile: it comes back on a new one, and the load balancer learns it.
+            tracing::info!(error = %err, "server {name} cannot come back on port {port}; trying a new one");
+            cluster
+                .put_member(index, member, 0)
+                .await
+                .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
+        }
+        ledger.up(index, plan.to, since());
+        balancer.set(index, &cluster.servers[index].1.url(), true);
+        tokio::time::sleep(plan.dwell).await;
+        phases.push(Phase {
+            name: name_of_phase,
+            start,
+            end: since(),
+        });
+    }
+    let last = format!("final at {}", plan.to);
+    progress.enter(&last);
+    let start = since();
+    tokio::time::sleep(plan.final_dwell).await;
+    phases.push(Phase {
+        name: last,
+        start,
+        end: since(),
+    });
+    let length = since();
+
+    // Writers stop first; watches get up to WATCH_SETTLE to deliver the last events (a loaded machine
+    // can be slow), then everything is judged.
+    writes_stop.cancel();
+    while clients.join_next().await.is_some() {}
+    let settled = tokio::time::Instant::now() + WATCH_SETTLE;
+    while ledger.judge_watches(report::missed_watch_events) > 0 && tokio::time::Instant::now() < settled {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    watches_stop.cancel();
+    while watchers.join_next().await.is_some() {}
+    let recorded = ledger.take();
+
+    progress.enter("reading every written object back");
+    let mut final_state = HashMap::new();
+    let verify = CancellationToken::new();
+    let mut keys: Vec<_> = recorded
+        .writes
+        .iter()
+        .map(|w| (w.target.clone(), w.name.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for (target, name) in keys {
+        let gvr = (
+            target.group.clone(),
+            target.version.clone(),
+            target.resource.clone(),
+        );
+        if !served.serves(plan.to, &gvr) {
+            continue; // no server serves it any more: nothing can read it back
+        }
+        if let Ok(state) = load.read_back(&verify, &target, &name).await {
+            final_state.insert((target.label(), name), state);
+        }
+    }
+    cluster.shutdown().await;
+    Ok(RunOutcome {
+        mvp,
+        recorded,
+        phases,
+        final_state,
+        names,
+        length,
+        served,
+    })
+}

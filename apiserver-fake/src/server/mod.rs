@@ -1,0 +1,533 @@
+//! One fake kube-apiserver: its configuration ([`config`]), shared state ([`ServerState`]), listener and
+//! TLS, the wiring of the Mixed Version Proxy ([`mvp`]), and its lifecycle.
+//!
+//! [`start`] binds the secure port, builds the handler chain ([`crate::chain::handler_chain`]) and starts
+//! the background controllers ([`crate::controllers`]) a real kube-apiserver runs for the proxy: the
+//! identity lease, the peer endpoint record, the StorageVersion and CRD controllers.
+//! [`RunningServer::shutdown`] stops it gracefully (cleaning up what it published);
+//! [`RunningServer::kill`] stops it the way a crash does.
+
+pub mod config;
+mod listener;
+pub mod mvp;
+mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use mvp_core::PeerAggregatedDiscoveryHandler;
+
+use crate::api::catalog::{CatalogError, ServedApis};
+use crate::api::discovery::DiscoveryContext;
+use crate::api::metrics::ServerMetrics;
+use crate::chain::authentication::{AuthSetupError, Authenticator};
+use crate::controllers::crd;
+use crate::controllers::identity;
+use crate::controllers::lease::{IdentityLeaseController, OwnLease};
+use crate::controllers::peer_endpoint::PeerEndpointReconciler;
+use crate::server::config::ServerOptions;
+use crate::store::Store;
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Authentication could not be configured.
+    #[error(transparent)]
+    Auth(#[from] AuthSetupError),
+    /// The serving certificate or key is unusable.
+    #[error("serving certificate: {0}")]
+    ServingCert(String),
+    /// The API tables rejected the configuration.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The custom-resources file is unusable.
+    #[error(transparent)]
+    CustomResources(#[from] crd::CustomResourcesFileError),
+    /// The peer proxy could not be built.
+    #[error(transparent)]
+    PeerProxy(#[from] crate::server::mvp::peer_proxy::PeerProxyError),
+    /// The secure port could not be bound.
+    #[error("failed to listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Everything the handlers of one server share.
+pub struct ServerState {
+    /// The validated configuration.
+    pub options: ServerOptions,
+    /// The APIServerID (also the identity lease name).
+    pub server_id: String,
+    /// `spec.holderIdentity` of this run's identity lease: `<server ID>_<uuid>`.
+    pub holder_identity: String,
+    /// The cluster's shared store.
+    pub store: Arc<dyn Store>,
+    /// What this server serves now (built-ins plus CRDs); updated by background tasks.
+    pub served: watch::Receiver<Arc<ServedApis>>,
+    /// Set once the identity lease is published (`/readyz`).
+    pub ready: Arc<AtomicBool>,
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight` (`None`: no limit).
+    pub inflight: crate::chain::inflight::InFlightLimits,
+    /// Set once this server's peer endpoint record is first written (gate on): until then no peer
+    /// can reach it, so `/readyz` waits for it too.
+    pub peer_endpoint_published: Arc<AtomicBool>,
+    /// Prometheus metrics of this server.
+    pub metrics: ServerMetrics,
+    /// Which users this server believed it served.
+    pub requests: crate::chain::request_log::RequestLog,
+    /// The address the server listens on.
+    pub local_addr: SocketAddr,
+    /// What discovery documents need to know about this server.
+    pub discovery: DiscoveryContext,
+    /// `/openapi/v2` and `/openapi/v3`, cached per served API set.
+    pub openapi: crate::api::openapi::OpenApiService,
+    /// The peer proxy's resolver, once installed.
+    pub proxy_resolver: std::sync::OnceLock<Arc<dyn mvp_core::PeerResolver>>,
+    /// The peer proxy's readiness check, once installed; `/readyz` waits for it.
+    pub proxy_readiness: std::sync::OnceLock<crate::server::mvp::peer_proxy::ProxyReadiness>,
+    /// Whether the peers know this server (needs the proxy's view of peers); `/readyz` waits for it.
+    pub peers_know_server: std::sync::OnceLock<crate::server::mvp::peer_proxy::PeersKnowServer>,
+    /// The peer proxy's view of peer addresses, once installed (tests and tools can observe it).
+    pub proxy_endpoints: std::sync::OnceLock<Arc<dyn mvp_core::PeerEndpoints>>,
+    /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
+    pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
+}
+
+impl std::fmt::Debug for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerState")
+            .field("server_id", &self.server_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerState {
+    /// Whether `/readyz` reports ready: [`Self::failed_readiness_check`] finds nothing.
+    pub fn is_ready(&self) -> bool {
+        self.failed_readiness_check().is_none()
+    }
+
+    /// [`Self::failed_readiness_check`] on a fresh view of the peers' addresses and receipts (read
+    /// from the store now, while the checks have not all passed yet): what `/readyz` answers.
+    pub async fn check_readiness(&self) -> Option<&'static str> {
+        if self.is_ready() {
+            return None;
+        }
+        if let Some(check) = self.peers_know_server.get() {
+            check.refresh(self.store.as_ref()).await;
+        }
+        self.failed_readiness_check()
+    }
+
+    /// The first post-start hook `/readyz` reports as not finished, in the order they run: the
+    /// identity lease, the proxy's caches synced once, then (gate on) the peer endpoint record,
+    /// which is written once the first two pass, as upstream writes it once the server is started.
+    /// Then, not upstream, two checks judged on a view of the peers' records that includes this
+    /// server's own (so no older than it): the proxy has asked every peer with a lease and an
+    /// address for its discovery, and every reachable peer publishing discovery receipts has asked
+    /// this run for its discovery ([`crate::controllers::peer_receipts`]). So a server that says ready routes to
+    /// its peers, and they to it: no false 404 either way.
+    pub fn failed_readiness_check(&self) -> Option<&'static str> {
+        if self
+            .options
+            .authorizer
+            .rbac()
+            .is_some_and(|rbac| !rbac.is_ready())
+        {
+            Some("rbac/bootstrap-roles")
+        } else if !self.ready.load(Ordering::Acquire) {
+            Some("start-kube-apiserver-identity-lease-controller")
+        } else if !self.proxy_synced() {
+            Some("unknown-version-proxy-filter")
+        } else if self.options.mvp_gate_enabled() && !self.peer_endpoint_published.load(Ordering::Acquire) {
+            Some("peer-endpoint-reconciler-controller")
+        } else if !self
+            .proxy_readiness
+            .get()
+            .is_none_or(crate::server::mvp::peer_proxy::ProxyReadiness::is_ready)
+        {
+            Some("unknown-version-proxy-filter")
+        } else if !self
+            .peers_know_server
+            .get()
+            .is_none_or(|check| check.is_ready(&self.server_id, &self.holder_identity))
+        {
+            Some("peer-discovery-receipts")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the identity lease is published and the proxy (if any) has synced its caches once:
+    /// what the peer endpoint reconciler waits for, as upstream writes the record once started.
+    pub fn is_started(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && self.proxy_synced()
+    }
+
+    fn proxy_synced(&self) -> bool {
+        self.proxy_readiness
+            .get()
+            .is_none_or(crate::server::mvp::peer_proxy::ProxyReadiness::has_synced)
+    }
+
+    /// Records the installed peer proxy's resolver and makes `/readyz` wait for its readiness check, as
+    /// upstream's `unknown-version-proxy-filter` post-start hook does (docs/mvp-behaviour.md §1.3 step 4).
+    pub fn set_proxy(
+        &self,
+        resolver: Arc<dyn mvp_core::PeerResolver>,
+        readiness: crate::server::mvp::peer_proxy::ProxyReadiness,
+    ) {
+        let _ = self.proxy_resolver.set(resolver);
+        let _ = self.proxy_readiness.set(readiness);
+    }
+}
+
+impl crate::chain::ServerContext for ServerState {
+    fn authorizer(&self) -> &crate::chain::authorization::Authorizer {
+        &self.options.authorizer
+    }
+
+    fn inflight(&self) -> &crate::chain::inflight::InFlightLimits {
+        &self.inflight
+    }
+
+    fn request_timeout(&self) -> Duration {
+        self.options.request_timeout
+    }
+
+    fn requests(&self) -> &crate::chain::request_log::RequestLog {
+        &self.requests
+    }
+
+    fn metrics(&self) -> &ServerMetrics {
+        &self.metrics
+    }
+
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn served(&self) -> Arc<ServedApis> {
+        self.served.borrow().clone()
+    }
+
+    fn binary_version(&self) -> crate::api::catalog::KubeVersion {
+        self.options.binary_version
+    }
+
+    fn emulated_version(&self) -> crate::api::catalog::KubeVersion {
+        self.options.emulated_version
+    }
+
+    fn service_cidr(&self) -> crate::api::rest::defaults::service_ip::ServiceCidr {
+        self.options.service_cidr
+    }
+
+    fn discovery(&self) -> &DiscoveryContext {
+        &self.discovery
+    }
+
+    fn openapi(&self) -> &crate::api::openapi::OpenApiService {
+        &self.openapi
+    }
+
+    async fn check_readiness(&self) -> Option<&'static str> {
+        ServerState::check_readiness(self).await
+    }
+}
+
+/// A started server. Dropping it without [`RunningServer::shutdown`] aborts it like [`RunningServer::kill`].
+#[derive(Debug)]
+pub struct RunningServer {
+    state: Arc<ServerState>,
+    cancel: CancellationToken,
+    crash: CancellationToken,
+    accept: Option<JoinHandle<()>>,
+    tasks: JoinSet<()>,
+    served_tx: Arc<watch::Sender<Arc<ServedApis>>>,
+}
+
+impl RunningServer {
+    /// The listening address (with the real port when `--secure-port=0`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.state.local_addr
+    }
+
+    /// `https://ip:port` of this server.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.state.local_addr)
+    }
+
+    /// The APIServerID.
+    pub fn server_id(&self) -> &str {
+        &self.state.server_id
+    }
+
+    /// Shared state (configuration, metrics, request log).
+    pub fn state(&self) -> &Arc<ServerState> {
+        &self.state
+    }
+
+    /// Replaces what the server serves (used by the CRD controller and by tests).
+    pub fn served_sender(&self) -> &Arc<watch::Sender<Arc<ServedApis>>> {
+        &self.served_tx
+    }
+
+    /// Waits until `/readyz` would answer ok, or the timeout passes; returns whether it is ready.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.state.check_readiness().await.is_some() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
+    /// Graceful shutdown: stop accepting, delete the own identity lease (1.35+, docs/mvp-behaviour.md §2.2),
+    /// close connections (open watches are cut after a short grace period).
+    pub async fn shutdown(mut self) {
+        self.state.ready.store(false, Ordering::Release);
+        if self.state.options.mvp_gate_enabled() {
+            // Upstream's pre-shutdown hook: the peer endpoint record goes first, while the server
+            // still serves, and peers' address caches get two refreshes to notice (the role of
+            // kube-apiserver's --shutdown-delay-duration). Otherwise a peer could still hold this
+            // address when the next run of the server comes up on it, ask that run for its discovery
+            // before its record exists, and answer 503 for what only it serves until then. The
+            // reconciler no longer writes: it waits for readiness, just withdrawn.
+            PeerEndpointReconciler::remove(self.state.store.as_ref(), &self.state.server_id).await;
+            tokio::time::sleep(2 * crate::server::mvp::peer_proxy::ENDPOINT_REFRESH).await;
+        }
+        self.cancel.cancel();
+        let accept = self.accept.take();
+        let drain = async {
+            if let Some(accept) = accept {
+                let _ = accept.await;
+            }
+            while self.tasks.join_next().await.is_some() {}
+        };
+        if tokio::time::timeout(Duration::from_secs(2), drain).await.is_err() {
+            self.crash.cancel();
+            self.tasks.abort_all();
+        }
+        // Controllers have stopped, so nothing re-creates what we remove now (again: a write that was
+        // under way when the record was first removed).
+        PeerEndpointReconciler::remove(self.state.store.as_ref(), &self.state.server_id).await;
+        if self.state.options.emulated_version.minor >= 35 {
+            IdentityLeaseController::delete_own_lease(
+                self.state.store.as_ref(),
+                &self.state.server_id,
+                &self.state.holder_identity,
+            )
+            .await;
+        }
+    }
+
+    /// Stops the server the way a crash does: nothing it published is cleaned up, connections are cut
+    /// without a goodbye (no GOAWAY, no TLS close_notify). When this returns the listening socket and
+    /// every connection are closed, so a peer's next dial is refused.
+    pub async fn kill(mut self) {
+        self.tasks.abort_all();
+        self.crash.cancel();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        while self.tasks.join_next().await.is_some() {}
+        // Detached work tied to the server's token (a peer discovery sync still retrying) stops too.
+        self.cancel.cancel();
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.crash.cancel();
+        self.cancel.cancel();
+        self.tasks.abort_all();
+        if let Some(accept) = &self.accept {
+            accept.abort();
+        }
+    }
+}
+
+/// Starts one fake kube-apiserver on `store`.
+pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<RunningServer, ServerError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let acceptor = TlsAcceptor::from(Arc::new(tls::server_tls_config(&options)?));
+    let authenticator = Arc::new(Authenticator::new(&options.flags.authentication())?);
+    let builtin = Arc::new(ServedApis::builtin(
+        options.emulated_version,
+        &options.runtime_config,
+        &options.feature_gates,
+    )?);
+    let (served_tx, served) = watch::channel(builtin.clone());
+    let served_tx = Arc::new(served_tx);
+    if let Err(e) = crate::api::rest::lifecycle::ensure_system_namespaces(store.as_ref()).await {
+        tracing::warn!(error = %e, "could not create the system namespaces");
+    }
+    if let Some(path) = &options.flags.custom_resources_file {
+        crd::create_crds(
+            store.as_ref(),
+            crd::read_custom_resources_file(path)?,
+            options.binary_version,
+        )
+        .await;
+    }
+
+    let bind = SocketAddr::new(options.flags.bind_address, options.flags.secure_port);
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+
+    let server_id = identity::server_id(&options.hostname);
+    let holder_identity = format!("{server_id}_{}", uuid::Uuid::new_v4());
+    let mut discovery = DiscoveryContext::new(
+        options.emulated_version,
+        options.feature_gates.clone(),
+        SocketAddr::new(options.public_address(), local_addr.port()).to_string(),
+    );
+    let metrics = ServerMetrics::new();
+    let peer_aggregated = if options.mvp_gate_enabled() && options.emulated_version.minor >= 35 {
+        let handler = PeerAggregatedDiscoveryHandler::new(server_id.clone(), metrics.registry())
+            .map_err(crate::server::mvp::peer_proxy::PeerProxyError::from)?;
+        Some(Arc::new(handler))
+    } else {
+        None
+    };
+    discovery.peer_aggregated = peer_aggregated.clone();
+    let inflight = crate::chain::inflight::InFlightLimits::new(
+        options.flags.max_requests_inflight,
+        options.flags.max_mutating_requests_inflight,
+    );
+    let state = Arc::new(ServerState {
+        proxy_resolver: std::sync::OnceLock::new(),
+        proxy_readiness: std::sync::OnceLock::new(),
+        peers_know_server: std::sync::OnceLock::new(),
+        proxy_endpoints: std::sync::OnceLock::new(),
+        discovery,
+        openapi: Default::default(),
+        peer_aggregated,
+        metrics,
+        options,
+        server_id,
+        holder_identity,
+        store,
+        served,
+        ready: Arc::default(),
+        peer_endpoint_published: Arc::default(),
+        inflight,
+        requests: Default::default(),
+        local_addr,
+    });
+
+    // The identity lease exists before anything names this server (StorageVersion entries of a server
+    // without lease are garbage).
+    let lease_controller = IdentityLeaseController::new(
+        OwnLease {
+            server_id: state.server_id.clone(),
+            holder_identity: state.holder_identity.clone(),
+            hostname: state.options.hostname.clone(),
+            duration: state.options.identity_lease_duration,
+            renew_interval: state.options.identity_lease_renew_interval,
+            peer_address: state
+                .options
+                .mvp_gate_enabled()
+                .then(|| state.options.peer_address(local_addr.port()).to_string()),
+            delete_stale: state.options.emulated_version.minor >= 35,
+        },
+        state.store.clone(),
+        state.ready.clone(),
+    );
+    lease_controller.initialize().await;
+    let storage_version_api = state
+        .options
+        .feature_gates
+        .enabled("StorageVersionAPI", state.options.emulated_version);
+    if storage_version_api {
+        // Before readiness, as kube-apiserver's readiness waits for the storage version manager.
+        let now = crate::controllers::identity::micro_time(time::OffsetDateTime::now_utc());
+        crate::controllers::storage_version::publish(state.store.as_ref(), &builtin, &state.server_id, &now)
+            .await;
+    }
+
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let mvp = crate::server::mvp::peer_proxy::install(&state, &mut tasks, &cancel).await?;
+    let app = crate::chain::handler_chain(state.clone(), authenticator, mvp);
+    let crash = CancellationToken::new();
+    let accept = tokio::spawn(listener::accept_loop(
+        listener,
+        acceptor,
+        app,
+        cancel.clone(),
+        crash.clone(),
+    ));
+    tasks.spawn(lease_controller.run(cancel.clone()));
+    if let Some(rbac) = state.options.authorizer.rbac() {
+        tasks.spawn(crate::chain::rbac::run_controller(
+            state.store.clone(),
+            rbac.clone(),
+            cancel.clone(),
+        ));
+    }
+    tasks.spawn(crate::controllers::lease_gc::run_identity_lease_gc(
+        state.store.clone(),
+        state.options.identity_lease_gc_period,
+        cancel.clone(),
+    ));
+    if storage_version_api {
+        // kube-controller-manager's storageversiongc; the fake plays the whole control plane.
+        tasks.spawn(crate::controllers::storage_version_gc::run_storage_version_gc(
+            state.store.clone(),
+            state.options.storage_version_gc_period,
+            cancel.clone(),
+        ));
+    }
+    tasks.spawn(crd::run_crd_controller(
+        state.store.clone(),
+        builtin,
+        served_tx.clone(),
+        cancel.clone(),
+    ));
+    if state.options.mvp_gate_enabled() {
+        // Upstream runs the peer endpoint reconciler whenever the gate is on, even without --peer-ca-file.
+        let started = state.clone();
+        let reconciler = PeerEndpointReconciler::new(
+            state.store.clone(),
+            state.server_id.clone(),
+            state.options.peer_address(local_addr.port()),
+            Arc::new(move || started.is_started()),
+            state.peer_endpoint_published.clone(),
+        )
+        .with_timing(
+            state.options.peer_endpoint_ttl,
+            state.options.peer_endpoint_refresh,
+        );
+        tasks.spawn(reconciler.run(cancel.clone()));
+    }
+    tracing::info!(server_id = %state.server_id, addr = %local_addr, "fake kube-apiserver listening");
+    Ok(RunningServer {
+        state,
+        cancel,
+        crash,
+        accept: Some(accept),
+        tasks,
+        served_tx,
+    })
+}
