@@ -42,6 +42,27 @@ pub enum PeerTlsError {
     /// rustls rejected the CA, certificate or key.
     #[error("invalid peer TLS material: {0}")]
     Rustls(#[from] rustls::Error),
+    /// No rustls crypto provider: the `ring` feature is off and the process installed no
+    /// default (`CryptoProvider::install_default`).
+    #[error("no rustls crypto provider: enable mvp-core's `ring` feature or install a process-wide default")]
+    NoCryptoProvider,
+}
+
+/// The crypto provider for the crate's TLS: the process-wide default when the embedding server
+/// installed one (so that it picks the provider, e.g. aws-lc-rs for FIPS), else *ring* with the
+/// `ring` feature (on by default), else none.
+pub(crate) fn crypto_provider() -> Option<Arc<rustls::crypto::CryptoProvider>> {
+    if let Some(provider) = rustls::crypto::CryptoProvider::get_default() {
+        return Some(provider.clone());
+    }
+    #[cfg(feature = "ring")]
+    {
+        Some(Arc::new(rustls::crypto::ring::default_provider()))
+    }
+    #[cfg(not(feature = "ring"))]
+    {
+        None
+    }
 }
 
 /// Certificates and key for peer connections.
@@ -99,7 +120,7 @@ impl PeerTlsConfig {
         for ca in &self.peer_ca {
             roots.add(ca.clone())?;
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crypto_provider().ok_or(PeerTlsError::NoCryptoProvider)?;
         Ok(ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)

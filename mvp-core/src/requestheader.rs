@@ -61,6 +61,10 @@ pub enum RequestHeaderError {
     /// The certificate's CN is not in `--requestheader-allowed-names`.
     #[error("x509: subject with cn={0} is not in the allowed list")]
     CommonNameNotAllowed(String),
+    /// No rustls crypto provider: the `ring` feature is off and the process installed no
+    /// default (`CryptoProvider::install_default`).
+    #[error("no rustls crypto provider: enable mvp-core's `ring` feature or install a process-wide default")]
+    NoCryptoProvider,
 }
 
 /// Configuration of the requestheader authenticator, mirroring the `--requestheader-*` flags.
@@ -136,7 +140,7 @@ impl RequestHeaderAuthenticator {
                 .add(ca.clone())
                 .map_err(RequestHeaderError::InvalidClientCa)?;
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crate::peer_tls::crypto_provider().ok_or(RequestHeaderError::NoCryptoProvider)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
             .map_err(RequestHeaderError::Verifier)?;
