@@ -172,7 +172,7 @@ mod tests {
             std::fs::write(&path, pem_encode(label, der)).unwrap();
             path.to_str().unwrap().to_owned()
         };
-        let ca = write("ca.crt", "CERTIFICATE", &pki.cluster_ca.cert().cert_der());
+        let ca = write("ca.crt", "CERTIFICATE", &pki.cluster_ca.cert_der());
         let cert = write("proxy.crt", "CERTIFICATE", &chain[0]);
         let key = write("proxy.key", "PRIVATE KEY", key.secret_der());
         let cfg = PeerTlsConfig::from_files(&ca, &cert, &key).unwrap();

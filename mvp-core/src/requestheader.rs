@@ -359,7 +359,7 @@ mod tests {
     }
 
     fn authenticator(pki: &TestPki, allowed: &[&str]) -> RequestHeaderAuthenticator {
-        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![pki.front_proxy_ca.cert().cert_der()]);
+        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![pki.front_proxy_ca.cert_der()]);
         cfg.allowed_names = allowed.iter().map(|s| (*s).to_owned()).collect();
         RequestHeaderAuthenticator::new(&cfg).unwrap()
     }
@@ -482,7 +482,7 @@ mod tests {
     fn username_headers_are_tried_in_order_first_value_only() {
         let pki = TestPki::new();
         let cfg = RequestHeaderConfig {
-            client_ca: vec![pki.front_proxy_ca.cert().cert_der()],
+            client_ca: vec![pki.front_proxy_ca.cert_der()],
             username_headers: vec![" X-First ".into(), "X-Second".into()],
             group_headers: vec!["X-G1".into(), "X-G2".into()],
             extra_headers_prefixes: vec!["X-E1-".into(), "X-E2-".into()],
@@ -515,7 +515,7 @@ mod tests {
             RequestHeaderAuthenticator::new(&RequestHeaderConfig::default()),
             Err(RequestHeaderError::MissingClientCa)
         ));
-        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![pki.front_proxy_ca.cert().cert_der()]);
+        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![pki.front_proxy_ca.cert_der()]);
         cfg.group_headers.push("  ".into());
         let err = RequestHeaderAuthenticator::new(&cfg).unwrap_err();
         assert_eq!(err.to_string(), "empty header \"  \"");
@@ -525,7 +525,7 @@ mod tests {
     fn strip_removes_configured_and_standard_identity_headers() {
         let pki = TestPki::new();
         let cfg = RequestHeaderConfig {
-            client_ca: vec![pki.front_proxy_ca.cert().cert_der()],
+            client_ca: vec![pki.front_proxy_ca.cert_der()],
             username_headers: vec!["X-Custom-User".into()],
             uid_headers: vec!["X-Custom-Uid".into()],
             group_headers: vec!["X-Custom-Group".into()],

@@ -209,7 +209,7 @@ mod tests {
         let pki = TestPki::new();
         let (client_cert_chain, client_key) = pki.front_proxy_client("misty");
         let tls = PeerTlsConfig {
-            peer_ca: vec![pki.cluster_ca.cert().cert_der()],
+            peer_ca: vec![pki.cluster_ca.cert_der()],
             client_cert_chain,
             client_key,
         };

@@ -1,52 +1,96 @@
-//! Throw-away PKI for unit tests (cluster CA, front-proxy CA, serving and client certs), issued by the
-//! workspace's `certs` crate.
+//! Throw-away PKI for tests: self-signed CAs and the leaf certificates they issue, made with rcgen
+//! (a published crate, so the tests also build from the published package). Unit tests use it as
+//! `crate::test_pki`; the integration tests include this file.
+#![allow(dead_code)]
 
-use certs::CertificateAuthority;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    IsCa, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-/// What a test leaf certificate is for.
-#[derive(Clone, Copy)]
-pub(crate) enum Eku {
-    ServerAuth,
-    ClientAuth,
+/// A certificate chain and its key, as rustls takes them.
+pub(crate) type Leaf = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// A self-signed CA.
+pub(crate) struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
-fn ca(cn: &str) -> CertificateAuthority {
-    CertificateAuthority::new_self_signed(cn).unwrap()
-}
-
-fn leaf(
-    issuer: &CertificateAuthority,
-    cn: &str,
-    sans: &[&str],
-    eku: Eku,
-) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-    let keyed = match eku {
-        Eku::ClientAuth => issuer.issue_client_cert(cn, &[]).unwrap(),
-        Eku::ServerAuth => {
-            let ips: Vec<std::net::IpAddr> = sans.iter().filter_map(|s| s.parse().ok()).collect();
-            let dns: Vec<String> = sans
-                .iter()
-                .filter(|s| s.parse::<std::net::IpAddr>().is_err())
-                .map(|s| (*s).to_owned())
-                .collect();
-            issuer.issue_serving_cert(cn, &ips, &dns).unwrap()
+impl TestCa {
+    /// A CA named `cn`.
+    pub(crate) fn new(cn: &str) -> Self {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = subject(cn, &[]);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = KeyPair::generate().expect("key");
+        Self {
+            issuer: CertifiedIssuer::self_signed(params, key).expect("CA"),
         }
-    };
-    (vec![keyed.cert_der()], keyed.key_der())
+    }
+
+    /// The CA certificate.
+    pub(crate) fn cert_der(&self) -> CertificateDer<'static> {
+        self.issuer.der().clone()
+    }
+
+    /// A client certificate (EKU clientAuth) for user `cn` in `groups` (each an `O=`).
+    pub(crate) fn client(&self, cn: &str, groups: &[&str]) -> Leaf {
+        self.issue(subject(cn, groups), ExtendedKeyUsagePurpose::ClientAuth, &[])
+    }
+
+    /// A serving certificate (EKU serverAuth) for `sans` (IP addresses or DNS names).
+    pub(crate) fn serving(&self, cn: &str, sans: &[&str]) -> Leaf {
+        self.issue(subject(cn, &[]), ExtendedKeyUsagePurpose::ServerAuth, sans)
+    }
+
+    fn issue(&self, subject: DistinguishedName, usage: ExtendedKeyUsagePurpose, sans: &[&str]) -> Leaf {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = subject;
+        params.use_authority_key_identifier_extension = true;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![usage];
+        for san in sans {
+            params.subject_alt_names.push(match san.parse() {
+                Ok(ip) => SanType::IpAddress(ip),
+                Err(_) => SanType::DnsName((*san).try_into().expect("ASCII DNS name")),
+            });
+        }
+        let key = KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &self.issuer).expect("certificate");
+        let key = PrivatePkcs8KeyDer::from(key.serialize_der());
+        (vec![cert.der().clone()], key.into())
+    }
 }
 
-/// A cluster CA and a front-proxy CA.
+fn subject(cn: &str, groups: &[&str]) -> DistinguishedName {
+    let mut name = DistinguishedName::new();
+    for group in groups {
+        name.push(DnType::OrganizationName, *group);
+    }
+    name.push(DnType::CommonName, cn);
+    name
+}
+
+/// A cluster CA and a front-proxy CA, as kubeadm's PKI has them.
 pub(crate) struct TestPki {
-    pub(crate) cluster_ca: CertificateAuthority,
-    pub(crate) front_proxy_ca: CertificateAuthority,
+    pub(crate) cluster_ca: TestCa,
+    pub(crate) front_proxy_ca: TestCa,
 }
 
 impl TestPki {
     pub(crate) fn new() -> Self {
         Self {
-            cluster_ca: ca("kubernetes"),
-            front_proxy_ca: ca("front-proxy-ca"),
+            cluster_ca: TestCa::new("kubernetes"),
+            front_proxy_ca: TestCa::new("front-proxy-ca"),
         }
     }
 
@@ -56,27 +100,12 @@ impl TestPki {
     }
 
     /// A front-proxy client certificate and key with CN `cn`.
-    pub(crate) fn front_proxy_client(
-        &self,
-        cn: &str,
-    ) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-        leaf(&self.front_proxy_ca, cn, &[], Eku::ClientAuth)
+    pub(crate) fn front_proxy_client(&self, cn: &str) -> Leaf {
+        self.front_proxy_ca.client(cn, &[])
     }
 
     /// A client certificate chain signed by the cluster CA.
     pub(crate) fn cluster_client_chain(&self, cn: &str) -> Vec<CertificateDer<'static>> {
-        leaf(&self.cluster_ca, cn, &[], Eku::ClientAuth).0
-    }
-
-    /// A serving certificate signed by the cluster CA with SANs `kubernetes.default.svc`,
-    /// `localhost` and 127.0.0.1.
-    #[allow(dead_code)]
-    pub(crate) fn serving(&self) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-        leaf(
-            &self.cluster_ca,
-            "kube-apiserver",
-            &["kubernetes.default.svc", "localhost", "127.0.0.1"],
-            Eku::ServerAuth,
-        )
+        self.cluster_ca.client(cn, &[]).0
     }
 }

@@ -6,11 +6,14 @@
 //! `PROPTEST_CASES=100000 cargo test -p mvp-core --test properties`). A failing case is saved under
 //! `tests/properties.proptest-regressions` and replayed first on every later run.
 
+mod support;
+
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use mvp_core::RequestInfo;
 use mvp_core::{RequestHeaderAuthenticator, RequestHeaderConfig};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
+use rustls_pki_types::CertificateDer;
 
 fn segment() -> impl Strategy<Value = String> {
     "[a-z0-9][a-z0-9.-]{0,12}"
@@ -89,7 +92,7 @@ proptest! {
     ) {
         let pki = pki();
         let authenticator = RequestHeaderAuthenticator::new(&RequestHeaderConfig::with_standard_headers(vec![
-            pki.front_proxy_ca().cert_der(),
+            pki.ca.cert_der(),
         ]))
         .unwrap();
         let mut headers = HeaderMap::new();
@@ -103,7 +106,7 @@ proptest! {
             let name = HeaderName::from_bytes(format!("x-remote-extra-{key}").as_bytes()).unwrap();
             headers.append(name, HeaderValue::from_str(value).unwrap());
         }
-        let chain = [pki.front_proxy_client().cert_der()];
+        let chain = [pki.client.clone()];
         let found = authenticator.authenticate(&chain, &headers).unwrap();
         match found {
             None => prop_assert!(user.trim().is_empty(), "no user only without a name"),
@@ -116,13 +119,17 @@ proptest! {
     }
 }
 
-fn pki() -> &'static certs::Pki {
-    static PKI: std::sync::OnceLock<certs::Pki> = std::sync::OnceLock::new();
+/// A front-proxy CA and a client certificate it issued, made once.
+struct FrontProxy {
+    ca: support::TestCa,
+    client: CertificateDer<'static>,
+}
+
+fn pki() -> &'static FrontProxy {
+    static PKI: std::sync::OnceLock<FrontProxy> = std::sync::OnceLock::new();
     PKI.get_or_init(|| {
-        certs::Pki::generate(&certs::PkiSpec::new([certs::ServerSpec::new(
-            "a",
-            [std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)],
-        )]))
-        .expect("PKI")
+        let ca = support::TestCa::new("front-proxy-ca");
+        let client = ca.client("front-proxy-client", &[]).0.remove(0);
+        FrontProxy { ca, client }
     })
 }

@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use certs::CertificateAuthority;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
@@ -20,76 +19,49 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+#[path = "../../src/test_pki.rs"]
+mod test_pki;
+pub(crate) use test_pki::TestCa;
+
 pub type Chain = Vec<CertificateDer<'static>>;
 
 pub struct Pki {
-    pub cluster_ca: CertificateAuthority,
-    pub front_proxy_ca: CertificateAuthority,
-}
-
-/// What a test leaf certificate is for.
-#[derive(Clone, Copy)]
-pub enum Eku {
-    ServerAuth,
-    ClientAuth,
-}
-
-fn ca(cn: &str) -> CertificateAuthority {
-    CertificateAuthority::new_self_signed(cn).unwrap()
-}
-
-fn leaf(issuer: &CertificateAuthority, cn: &str, sans: &[&str], eku: Eku) -> (Chain, PrivateKeyDer<'static>) {
-    let keyed = match eku {
-        Eku::ClientAuth => issuer.issue_client_cert(cn, &[]).unwrap(),
-        Eku::ServerAuth => {
-            let ips: Vec<std::net::IpAddr> = sans.iter().filter_map(|s| s.parse().ok()).collect();
-            let dns: Vec<String> = sans
-                .iter()
-                .filter(|s| s.parse::<std::net::IpAddr>().is_err())
-                .map(|s| (*s).to_owned())
-                .collect();
-            issuer.issue_serving_cert(cn, &ips, &dns).unwrap()
-        }
-    };
-    (vec![keyed.cert_der()], keyed.key_der())
+    pub cluster_ca: TestCa,
+    pub front_proxy_ca: TestCa,
 }
 
 impl Pki {
     pub fn new() -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
-            cluster_ca: ca("kubernetes"),
-            front_proxy_ca: ca("front-proxy-ca"),
+            cluster_ca: TestCa::new("kubernetes"),
+            front_proxy_ca: TestCa::new("front-proxy-ca"),
         }
     }
 
     /// A serving cert with SAN `kubernetes.default.svc` only (no IP SAN: the proxy must
     /// verify that name, not the dialed address).
     pub fn serving(&self) -> (Chain, PrivateKeyDer<'static>) {
-        leaf(
-            &self.cluster_ca,
-            "kube-apiserver",
-            &["kubernetes.default.svc"],
-            Eku::ServerAuth,
-        )
+        self.cluster_ca
+            .serving("kube-apiserver", &["kubernetes.default.svc"])
     }
 
     pub fn serving_with_sans(&self, sans: &[&str]) -> (Chain, PrivateKeyDer<'static>) {
-        leaf(&self.cluster_ca, "kube-apiserver", sans, Eku::ServerAuth)
+        self.cluster_ca.serving("kube-apiserver", sans)
     }
 
     /// The proxy's TLS material: trusts the cluster CA, presents a front-proxy cert `cn`.
     pub fn peer_tls(&self, cn: &str) -> PeerTlsConfig {
-        let (client_cert_chain, client_key) = leaf(&self.front_proxy_ca, cn, &[], Eku::ClientAuth);
+        let (client_cert_chain, client_key) = self.front_proxy_ca.client(cn, &[]);
         PeerTlsConfig {
-            peer_ca: vec![self.cluster_ca.cert().cert_der()],
+            peer_ca: vec![self.cluster_ca.cert_der()],
             client_cert_chain,
             client_key,
         }
     }
 
     pub fn requestheader(&self, allowed: &[&str]) -> RequestHeaderAuthenticator {
-        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![self.front_proxy_ca.cert().cert_der()]);
+        let mut cfg = RequestHeaderConfig::with_standard_headers(vec![self.front_proxy_ca.cert_der()]);
         cfg.allowed_names = allowed.iter().map(|s| (*s).to_owned()).collect();
         RequestHeaderAuthenticator::new(&cfg).unwrap()
     }
@@ -134,7 +106,7 @@ where
     Fut: std::future::Future<Output = Response<PeerBody>> + Send + 'static,
 {
     let mut roots = RootCertStore::empty();
-    roots.add(pki.front_proxy_ca.cert().cert_der()).unwrap();
+    roots.add(pki.front_proxy_ca.cert_der()).unwrap();
     let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
         .allow_unauthenticated()
         .build()
