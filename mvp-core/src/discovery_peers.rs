@@ -61,9 +61,10 @@ impl DiscoveryConfig {
     }
 
     /// How often the local discovery snapshot is retaken (`--local-discovery-refresh`).
-    /// CRDs and aggregated APIs that appear in between stay local through exclusion.
+    /// CRDs and aggregated APIs that appear in between stay local through exclusion. At least
+    /// a millisecond.
     pub fn local_refresh(mut self, period: Duration) -> Self {
-        self.local_refresh = period;
+        self.local_refresh = period.max(Duration::from_millis(1));
         self
     }
 
@@ -152,7 +153,7 @@ impl DiscoveryPeers {
     /// §2.3): call this on every informer event.
     pub fn set_identity_leases<'a>(&self, leases: impl IntoIterator<Item = &'a Lease>) {
         let own_id = self.inner.resolver.server_id();
-        let runs: Vec<PeerRun> = leases
+        let mut runs: Vec<PeerRun> = leases
             .into_iter()
             .filter(|lease| lease.is_peer_identity_lease_of(own_id))
             .filter_map(|lease| {
@@ -162,6 +163,8 @@ impl DiscoveryPeers {
                 })
             })
             .collect();
+        // In a fixed order, so that an informer listing in another order is no change.
+        runs.sort_by(|a, b| a.server_id.cmp(&b.server_id));
         self.inner.leases.send_if_modified(|current| {
             let changed = current.as_deref() != Some(&runs);
             if changed {
@@ -236,7 +239,7 @@ impl DiscoveryPeers {
 
     /// The peers' discovery, as the last sync found it with exclusion applied; peer-aggregated
     /// discovery reads it.
-    pub fn peer_cache(&self) -> &Arc<PeerDiscoveryCache> {
+    pub(crate) fn peer_cache(&self) -> &Arc<PeerDiscoveryCache> {
         self.inner.resolver.peers()
     }
 
@@ -272,6 +275,9 @@ impl DiscoveryPeers {
         // started or comes after.
         let mut pending = true;
         let mut failures = 0u32;
+        // When a failed attempt is retried: fixed when it fails, so that other wake-ups do not
+        // push the retry back.
+        let mut retry_at: Option<Instant> = None;
         loop {
             let runs = leases.borrow_and_update().clone();
             if let Some(runs) = runs.filter(|_| pending) {
@@ -294,21 +300,19 @@ impl DiscoveryPeers {
                     .collect();
                 inner.known.send_replace(Some(Arc::new(known)));
                 failures = if result.is_ok() { 0 } else { failures + 1 };
+                retry_at =
+                    (failures > 0 && failures <= MAX_RETRIES).then(|| Instant::now() + backoff(failures - 1));
             }
-            let retry = failures > 0 && failures <= MAX_RETRIES;
-            let backoff = backoff(failures.saturating_sub(1));
             tokio::select! {
-                changed = leases.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
+                // A lease change first: when both changed, the address branch's judgement must
+                // not swallow the lease event (a deleted peer or a new run at the same address).
+                biased;
+                _ = leases.changed() => {
                     failures = 0;
+                    retry_at = None;
                     pending = true;
                 }
-                changed = addresses.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
+                _ = addresses.changed() => {
                     addresses.borrow_and_update();
                     pending = leases.borrow().as_ref().is_some_and(|runs| {
                         runs.iter().any(|run| {
@@ -318,7 +322,7 @@ impl DiscoveryPeers {
                         })
                     });
                 }
-                () = tokio::time::sleep(backoff), if retry => pending = true,
+                () = sleep_until(retry_at) => pending = true,
             }
         }
     }
@@ -334,7 +338,7 @@ impl DiscoveryPeers {
             }
             let reap_at = tracker.next_expiry();
             tokio::select! {
-                changed = extensions.changed() => if changed.is_err() { return },
+                _ = extensions.changed() => {}
                 () = sleep_until(reap_at) => {}
             }
         }

@@ -9,7 +9,7 @@ use crate::discovery_peers::{DiscoveryConfig, DiscoveryPeers};
 use crate::metrics::MvpMetrics;
 use crate::resolve::{LocalServedResources, PeerChooser, PeerEndpoints, PeerResolver, RandomPeerChooser};
 use crate::service::Mvp;
-use crate::storage_version::StorageVersionResolver;
+use crate::storage_version::{StorageVersionMode, StorageVersionResolver};
 use crate::transport::PeerTransport;
 
 /// Everything the filter reads on each request, shared by all clones.
@@ -125,10 +125,8 @@ impl MvpBuilder {
     /// [`StorageVersionResolver::mark_synced`]).
     pub fn storage_version(self) -> (MvpLayer, Arc<StorageVersionResolver>) {
         let resolver = Arc::new(StorageVersionResolver::new(self.server_id.clone()));
-        (
-            self.finish(PeerResolutionMode::StorageVersion, resolver.clone()),
-            resolver,
-        )
+        let mode = Arc::new(StorageVersionMode(resolver.clone()));
+        (self.finish(PeerResolutionMode::StorageVersion, mode), resolver)
     }
 
     /// A resolver of the server's own (another source of peer capability, or a test double),

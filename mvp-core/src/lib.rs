@@ -114,7 +114,7 @@ pub use objects::{ApiService, CustomResourceDefinition, GroupVersion, Lease, Sto
 pub use peer_aggregated::{
     DiscoveryAnswer, DiscoveryProfile, PeerAggregatedDiscoveryHandler, PeerAggregatedMetrics,
 };
-pub use peer_discovery::{PeerDiscoveryCache, PeerDiscoveryEntry};
+pub use peer_discovery::PeerDiscoveryCache;
 pub use peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
 pub use request_info::{RequestInfo, RequestInfoError};
 pub use requestheader::{

@@ -132,10 +132,10 @@ struct CachedMerge {
 ///   StorageVersion): the local document, no counter touched — upstream installs no
 ///   peer-aggregated handler then;
 /// - `/apis` otherwise: the local groups merged with the peers' ([`merge_peer_discovery`]), from a
-///   cache keyed by the local document and the peer cache's [`generation`](PeerDiscoveryCache::generation)
+///   cache keyed by the local document and the peer cache's generation
 ///   (a hit or a miss counted).
 ///
-/// Peers' groups are read as upstream decodes them (see [`PeerDiscoveryEntry::groups`](crate::PeerDiscoveryEntry::groups)),
+/// Peers' groups are read as upstream decodes them (decoded once, when fetched),
 /// and every group's metadata is written the way the local document writes its own (Go re-encodes
 /// its zero `creationTimestamp` with its own rules).
 ///
@@ -166,6 +166,11 @@ impl PeerAggregatedDiscoveryHandler {
     /// Returns `false` (and changes nothing) if a cache was already connected.
     pub fn set_peer_cache(&self, peers: Arc<PeerDiscoveryCache>) -> bool {
         self.peers.set(peers).is_ok()
+    }
+
+    /// Connects the peer discovery of a Discovery-mode layer (see [`Self::set_peer_cache`]).
+    pub fn connect(&self, peers: &crate::DiscoveryPeers) -> bool {
+        self.set_peer_cache(peers.peer_cache().clone())
     }
 
     /// The counters.
@@ -261,7 +266,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::PeerDiscoveryEntry;
+    use crate::peer_discovery::PeerDiscoveryEntry;
 
     /// A `v2` `/apis` list of `groups` (each with `v1` and one resource), metadata as a 1.33 server
     /// writes it when `null_timestamp`.

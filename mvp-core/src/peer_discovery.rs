@@ -16,11 +16,11 @@ use crate::gvr::GroupVersionResource;
 use crate::resolve::{LocalServedResources, PeerResolver};
 use crate::snapshot::Snapshot;
 
-pub use crate::objects::GroupVersion;
+use crate::objects::GroupVersion;
 
 /// Every resource entry of an aggregated discovery document (`APIGroupDiscoveryList` JSON;
 /// `metadata.name` is the group, `""` for the core group), with its group and version.
-pub fn discovery_resources(list: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
+pub(crate) fn discovery_resources(list: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
     array(list.get("items")).flat_map(move |group| {
         let name = group
             .pointer("/metadata/name")
@@ -39,7 +39,7 @@ fn array(value: Option<&Value>) -> impl Iterator<Item = &Value> {
 }
 
 /// Every GVR listed in an aggregated discovery document (see [`discovery_resources`]).
-pub fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
+pub(crate) fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
     discovery_resources(list)
         .filter_map(|(group, version, resource)| {
             let r = resource.get("resource").and_then(Value::as_str)?;
@@ -50,20 +50,20 @@ pub fn gvrs_from_discovery(list: &Value) -> HashSet<GroupVersionResource> {
 
 /// What one peer serves, from its `/api` and `/apis` discovery.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct PeerDiscoveryEntry {
+pub(crate) struct PeerDiscoveryEntry {
     /// Every GVR the peer lists (core group `""`).
-    pub gvrs: HashSet<GroupVersionResource>,
+    pub(crate) gvrs: HashSet<GroupVersionResource>,
     /// The peer's `APIGroupDiscovery` objects, core group excluded, first occurrence per
     /// group name, in the peer's order (input to peer-aggregated discovery). Decoded as upstream
     /// decodes them into its Go structs: fields this server does not know are dropped.
-    pub groups: Vec<APIGroupDiscovery>,
+    pub(crate) groups: Vec<APIGroupDiscovery>,
 }
 
 impl PeerDiscoveryEntry {
     /// Builds an entry from the discovery documents fetched from a peer. A group that does not
     /// decode as an `APIGroupDiscovery` (a field of the wrong type) is left out of
     /// [`Self::groups`]; its resources still count in [`Self::gvrs`].
-    pub fn from_discovery_lists<'a>(lists: impl IntoIterator<Item = &'a Value>) -> Self {
+    pub(crate) fn from_discovery_lists<'a>(lists: impl IntoIterator<Item = &'a Value>) -> Self {
         let mut entry = Self::default();
         let mut seen = HashSet::new();
         for list in lists {
@@ -88,43 +88,45 @@ impl PeerDiscoveryEntry {
     }
 
     /// Whether the entry lists nothing (such peers are left out of the cache).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.gvrs.is_empty() && self.groups.is_empty()
     }
 }
 
 /// This server's own discovery (beta "local discovery cache"): the GVRs it serves.
 #[derive(Debug, Default)]
-pub struct LocalDiscoveryCache {
+pub(crate) struct LocalDiscoveryCache {
     gvrs: Snapshot<HashSet<GroupVersionResource>>,
     populated: AtomicBool,
 }
 
 impl LocalDiscoveryCache {
     /// An empty, unpopulated cache.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Replaces the served set and marks the cache populated.
-    pub fn replace(&self, gvrs: HashSet<GroupVersionResource>) {
+    pub(crate) fn replace(&self, gvrs: HashSet<GroupVersionResource>) {
         self.gvrs.store(gvrs);
         self.populated.store(true, Ordering::Release);
     }
 
     /// Whether [`Self::replace`] was called at least once.
-    pub fn is_populated(&self) -> bool {
+    pub(crate) fn is_populated(&self) -> bool {
         self.populated.load(Ordering::Acquire)
     }
 
     /// Whether the GVR is served locally.
-    pub fn contains(&self, gvr: &GroupVersionResource) -> bool {
+    pub(crate) fn contains(&self, gvr: &GroupVersionResource) -> bool {
         self.gvrs.load().contains(gvr)
     }
 }
 
-/// Peer ID → [`PeerDiscoveryEntry`], replaced wholesale after each sync, plus the set of
-/// group versions to exclude (local CRDs/APIServices, v1.36), applied when read.
+/// The peers' discovery as Discovery mode's last sync found it (peer ID → what the peer
+/// serves, replaced wholesale after each sync), with the excluded group versions (local
+/// CRDs/APIServices, v1.36) applied when read. Opaque outside the crate: a server hands it to
+/// peer-aggregated discovery ([`PeerAggregatedDiscoveryHandler::connect`](crate::PeerAggregatedDiscoveryHandler::connect)).
 #[derive(Debug, Default)]
 pub struct PeerDiscoveryCache {
     entries: Snapshot<HashMap<String, Arc<PeerDiscoveryEntry>>>,
@@ -136,12 +138,12 @@ pub struct PeerDiscoveryCache {
 
 impl PeerDiscoveryCache {
     /// An empty, unsynced cache.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Replaces all entries (empty entries are dropped) and bumps [`Self::generation`].
-    pub fn replace(&self, entries: HashMap<String, PeerDiscoveryEntry>) {
+    pub(crate) fn replace(&self, entries: HashMap<String, PeerDiscoveryEntry>) {
         let entries = entries
             .into_iter()
             .filter(|(_, e)| !e.is_empty())
@@ -154,39 +156,39 @@ impl PeerDiscoveryCache {
     /// Records which peers the last sync reached: it had an address for them and asked them (an
     /// answer or a transport error, either way not the start-up race of a peer whose address is
     /// not yet published). Readiness waits until every peer that can be reached has been.
-    pub fn set_reached(&self, reached: HashSet<String>) {
+    pub(crate) fn set_reached(&self, reached: HashSet<String>) {
         self.reached.store(reached);
     }
 
     /// Whether the last sync reached `server_id` (see [`Self::set_reached`]).
-    pub fn has_reached(&self, server_id: &str) -> bool {
+    pub(crate) fn has_reached(&self, server_id: &str) -> bool {
         self.reached.load().contains(server_id)
     }
 
     /// Replaces the excluded group versions and bumps [`Self::generation`].
-    pub fn set_excluded_group_versions(&self, excluded: HashSet<GroupVersion>) {
+    pub(crate) fn set_excluded_group_versions(&self, excluded: HashSet<GroupVersion>) {
         self.excluded.store(excluded);
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Marks the initial sync done (the filter then starts proxying).
-    pub fn mark_synced(&self) {
+    pub(crate) fn mark_synced(&self) {
         self.synced.store(true, Ordering::Release);
     }
 
     /// Whether [`Self::mark_synced`] was called.
-    pub fn is_synced(&self) -> bool {
+    pub(crate) fn is_synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
     }
 
     /// Changes on every replacement; peer-aggregated discovery caches key on it.
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
 
     /// Peer IDs (other than `own_id`) whose entry lists `gvr`, unless its group version is
     /// excluded.
-    pub fn peers_serving(&self, gvr: &GroupVersionResource, own_id: &str) -> Vec<String> {
+    pub(crate) fn peers_serving(&self, gvr: &GroupVersionResource, own_id: &str) -> Vec<String> {
         if self.is_excluded(&gvr.group, &gvr.version) {
             return Vec::new();
         }
@@ -200,7 +202,7 @@ impl PeerDiscoveryCache {
 
     /// Each peer's (exclusion-filtered) groups, sorted by peer ID, skipping `own_id` and
     /// peers left with no group. Groups whose versions are all excluded are dropped.
-    pub fn peer_groups(&self, own_id: &str) -> Vec<(String, Vec<APIGroupDiscovery>)> {
+    pub(crate) fn peer_groups(&self, own_id: &str) -> Vec<(String, Vec<APIGroupDiscovery>)> {
         let entries = self.entries.load();
         let excluded = self.excluded.load();
         let mut out: Vec<(String, Vec<APIGroupDiscovery>)> = entries
@@ -222,13 +224,33 @@ impl PeerDiscoveryCache {
     }
 
     /// The current entries (unfiltered).
-    pub fn entries(&self) -> Arc<HashMap<String, Arc<PeerDiscoveryEntry>>> {
+    pub(crate) fn entries(&self) -> Arc<HashMap<String, Arc<PeerDiscoveryEntry>>> {
         self.entries.load()
     }
 
     fn is_excluded(&self, group: &str, version: &str) -> bool {
         let excluded = self.excluded.load();
         !excluded.is_empty() && excluded.contains(&(group.to_owned(), version.to_owned()))
+    }
+}
+
+#[cfg(feature = "test-util")]
+impl PeerDiscoveryCache {
+    /// (`test-util`) A synced cache holding each peer's aggregated discovery documents as a
+    /// sync would have fetched them, for testing what reads it (peer-aggregated discovery)
+    /// without peers. Documents that do not decode contribute nothing.
+    pub fn from_documents<'a>(
+        peers: impl IntoIterator<Item = (&'a str, &'a [serde_json::Value])>,
+    ) -> Arc<Self> {
+        let cache = Self::new();
+        cache.replace(
+            peers
+                .into_iter()
+                .map(|(id, lists)| (id.to_owned(), PeerDiscoveryEntry::from_discovery_lists(lists)))
+                .collect(),
+        );
+        cache.mark_synced();
+        Arc::new(cache)
     }
 }
 
@@ -248,7 +270,7 @@ fn filter_group(group: &APIGroupDiscovery, excluded: &HashSet<GroupVersion>) -> 
 /// The Discovery-mode resolver: local capability from a [`LocalDiscoveryCache`], peers from
 /// a [`PeerDiscoveryCache`]. Synced when both are.
 #[derive(Debug, Clone)]
-pub struct DiscoveryResolver {
+pub(crate) struct DiscoveryResolver {
     server_id: String,
     local: Arc<LocalDiscoveryCache>,
     peers: Arc<PeerDiscoveryCache>,
@@ -256,7 +278,7 @@ pub struct DiscoveryResolver {
 
 impl DiscoveryResolver {
     /// A resolver for server `server_id` over the two caches.
-    pub fn new(
+    pub(crate) fn new(
         server_id: impl Into<String>,
         local: Arc<LocalDiscoveryCache>,
         peers: Arc<PeerDiscoveryCache>,
@@ -269,17 +291,17 @@ impl DiscoveryResolver {
     }
 
     /// This server's ID.
-    pub fn server_id(&self) -> &str {
+    pub(crate) fn server_id(&self) -> &str {
         &self.server_id
     }
 
     /// The local discovery cache.
-    pub fn local(&self) -> &Arc<LocalDiscoveryCache> {
+    pub(crate) fn local(&self) -> &Arc<LocalDiscoveryCache> {
         &self.local
     }
 
     /// The peer discovery cache.
-    pub fn peers(&self) -> &Arc<PeerDiscoveryCache> {
+    pub(crate) fn peers(&self) -> &Arc<PeerDiscoveryCache> {
         &self.peers
     }
 }

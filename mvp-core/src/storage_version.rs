@@ -142,9 +142,30 @@ impl StorageVersionResolver {
     }
 }
 
-impl LocalServedResources for StorageVersionResolver {
-    /// Local when no StorageVersion mentions the GVR, or this server is among its servers.
+/// StorageVersion mode as the layer reads it: both questions answered from one resolver.
+pub(crate) struct StorageVersionMode(pub(crate) std::sync::Arc<StorageVersionResolver>);
+
+impl LocalServedResources for StorageVersionMode {
     fn serves_locally(&self, gvr: &GroupVersionResource) -> bool {
+        self.0.serves_locally(gvr)
+    }
+}
+
+impl PeerResolver for StorageVersionMode {
+    fn peers_serving(&self, gvr: &GroupVersionResource) -> Vec<String> {
+        self.0.peers_serving(gvr)
+    }
+
+    fn has_synced(&self) -> bool {
+        self.0.has_synced()
+    }
+}
+
+impl StorageVersionResolver {
+    /// Local when no StorageVersion mentions the GVR, or this server is among its servers. Not
+    /// the [`LocalServedResources`] trait, so that this resolver cannot be handed to
+    /// [`MvpBuilder::resolver`](crate::MvpBuilder::resolver) under Discovery mode's semantics.
+    pub(crate) fn serves_locally(&self, gvr: &GroupVersionResource) -> bool {
         match self.index.load().servers(gvr) {
             None => true,
             Some(ids) => ids.contains(&self.server_id),

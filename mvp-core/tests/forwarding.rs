@@ -412,25 +412,20 @@ async fn discovery_sync_fetches_peer_api_and_apis_as_system_apiserver() {
     peers.set_identity_leases(&[lease("b"), lease("c")]);
     // c's address has no port: the sync fails for it (and is retried), b is fetched.
     for _ in 0..200 {
-        if peers.peer_cache().is_synced() {
+        if peers.has_synced() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     driver.abort();
-    let entries = peers.peer_cache().entries();
-    assert_eq!(entries.len(), 1);
+    for (group, version, resource) in [("", "v1", "pods"), ("batch", "v1", "jobs")] {
+        let gvr = GroupVersionResource::new(group, version, resource);
+        assert_eq!(peers.peers_serving(&gvr), ["b"], "{gvr:?}");
+    }
     assert!(
-        entries["b"]
-            .gvrs
-            .contains(&GroupVersionResource::new("", "v1", "pods"))
+        peers.is_ready(),
+        "b reached; c unreachable does not hold readiness"
     );
-    assert!(
-        entries["b"]
-            .gvrs
-            .contains(&GroupVersionResource::new("batch", "v1", "jobs"))
-    );
-    assert_eq!(entries["b"].groups.len(), 1, "core group is not peer-aggregated");
     let discovery = [("code", "200"), ("group", ""), ("version", ""), ("resource", "")];
     // Each attempt asks b for /api and /apis and fails to address c; the first attempt at least.
     let fetches = counter(&registry, "apiserver_rerouted_request_total", &discovery);

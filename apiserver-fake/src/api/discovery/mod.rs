@@ -512,23 +512,17 @@ mod tests {
         );
     }
 
-    /// A peer entry serving `list` (as the peer discovery sync builds it from a peer's `/apis`).
-    fn peer_entry(list: &aggregated::APIGroupDiscoveryList) -> mvp_core::PeerDiscoveryEntry {
-        mvp_core::PeerDiscoveryEntry::from_discovery_lists([&serde_json::to_value(list).unwrap()])
-    }
-
     /// A 1.36 context whose peer-aggregated handler sees one peer, `peer-server-1`, serving `peer`.
     fn with_peer(ctx: &mut DiscoveryContext, peer: &ServedApis) -> Arc<PeerAggregatedDiscoveryHandler> {
         let handler = Arc::new(
             PeerAggregatedDiscoveryHandler::new("test-server", &prometheus::Registry::new()).unwrap(),
         );
-        let peers = Arc::new(mvp_core::PeerDiscoveryCache::new());
         let document = aggregated::apis_document(peer, ctx.version, AggregatedVersion::V2);
-        peers.replace(std::collections::HashMap::from([(
-            "peer-server-1".to_owned(),
-            peer_entry(&document),
+        let documents = [serde_json::to_value(&document).unwrap()];
+        handler.set_peer_cache(mvp_core::PeerDiscoveryCache::from_documents([(
+            "peer-server-1",
+            &documents[..],
         )]));
-        handler.set_peer_cache(peers);
         ctx.peer_aggregated = Some(handler.clone());
         handler
     }

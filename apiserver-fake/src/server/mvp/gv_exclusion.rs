@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::controllers::informer::run_informer;
+use crate::server::mvp::peer_proxy::decoded;
 use crate::store::{StorageResource, Store};
 
 /// The storage resource of APIServices.
@@ -24,11 +25,7 @@ fn group_versions<T: DeserializeOwned>(
     objects: &[Value],
     of: fn(&T) -> Vec<GroupVersion>,
 ) -> HashSet<GroupVersion> {
-    objects
-        .iter()
-        .filter_map(|object| T::deserialize(object).ok())
-        .flat_map(|object| of(&object))
-        .collect()
+    decoded::<T>(objects).iter().flat_map(of).collect()
 }
 
 /// Hands `peers` the group versions of the CRDs and aggregated APIServices in `store`, whenever

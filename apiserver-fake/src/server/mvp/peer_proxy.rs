@@ -321,7 +321,7 @@ pub async fn install(
                 .exclusion_grace(state.options.gv_exclusion_grace_period);
             let (layer, peers) = builder.discovery(config);
             if let Some(handler) = &state.peer_aggregated {
-                handler.set_peer_cache(peers.peer_cache().clone());
+                handler.connect(&peers);
             }
             tasks.spawn(until_cancelled(peers.run(), cancel.clone()));
             tasks.spawn(crate::server::mvp::gv_exclusion::run_gv_exclusion(
@@ -354,7 +354,7 @@ pub async fn install(
 
 /// The objects of an informer's list that decode as `T`; the others are skipped (a store holds
 /// only objects the API validated, so none should be).
-fn decoded<T: DeserializeOwned>(objects: &[Value]) -> Vec<T> {
+pub(crate) fn decoded<T: DeserializeOwned>(objects: &[Value]) -> Vec<T> {
     objects
         .iter()
         .filter_map(|object| match T::deserialize(object) {
@@ -495,11 +495,17 @@ async fn feed_discovery_peers(
             peers.peer_endpoints_changed();
         }
         if let Some(runs) = known.borrow_and_update().clone() {
-            let receipt = runs
+            let receipt: peer_receipts::Receipt = runs
                 .iter()
                 .map(|run| (run.server_id.clone(), run.holder_identity.clone()))
                 .collect();
-            receipts.send_replace(Some(receipt));
+            receipts.send_if_modified(|current| {
+                let changed = current.as_ref() != Some(&receipt);
+                if changed {
+                    *current = Some(receipt);
+                }
+                changed
+            });
         }
         tokio::select! {
             () = cancel.cancelled() => return,
