@@ -68,7 +68,10 @@ impl Settings {
         let args: Vec<String> = std::env::args().collect();
         let quick = args.iter().any(|a| a == "--quick");
         let http1 = args.iter().any(|a| a == "--http1");
-        let only = args.iter().find_map(|a| a.strip_prefix("--only=")).map(str::to_owned);
+        let only = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--only="))
+            .map(str::to_owned);
         let requests = args
             .iter()
             .find_map(|a| a.strip_prefix("--requests="))
@@ -126,7 +129,12 @@ fn client(pki: &certs::Pki, http1: bool) -> HttpsClient {
         .build(https)
 }
 
-async fn send(client: &HttpsClient, method: Method, url: &str, body: Option<String>) -> http::Response<Incoming> {
+async fn send(
+    client: &HttpsClient,
+    method: Method,
+    url: &str,
+    body: Option<String>,
+) -> http::Response<Incoming> {
     let mut request = Request::builder().method(method).uri(url);
     if body.is_some() {
         request = request.header("content-type", "application/json");
@@ -165,7 +173,11 @@ impl CpuSnapshot {
     fn take(pids: &[u32]) -> Self {
         let mut threads = HashMap::new();
         for pid in std::iter::once(std::process::id()).chain(pids.iter().copied()) {
-            for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() else {
                     continue;
                 };
@@ -268,7 +280,9 @@ struct Watch {
 
 impl Watch {
     async fn open(client: &HttpsClient, base: &str, tag: &str) -> Self {
-        let url = format!("{base}/apis/batch/v1/namespaces/{WATCH_NAMESPACE}/jobs?watch=1&labelSelector=watch%3D{tag}");
+        let url = format!(
+            "{base}/apis/batch/v1/namespaces/{WATCH_NAMESPACE}/jobs?watch=1&labelSelector=watch%3D{tag}"
+        );
         let response = send(client, Method::GET, &url, None).await;
         assert!(response.status().is_success(), "watch: {}", response.status());
         Self {
@@ -337,7 +351,8 @@ impl Drop for Nginx {
         // SIGTERM: nginx's fast shutdown, the master stops its workers before it exits (a SIGKILL would
         // leave them running).
         if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
@@ -375,7 +390,10 @@ fn children(master: u32) -> Vec<u32> {
         };
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         // After the ")" come the state and the parent's PID.
-        let ppid = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1));
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1));
         if ppid.and_then(|p| p.parse::<u32>().ok()) == Some(master) {
             pids.push(pid);
         }
@@ -451,8 +469,11 @@ http {{
     let conf = dir.join("nginx.conf");
     std::fs::write(&conf, config).map_err(|e| e.to_string())?;
     // As root, nginx's workers would run as `nobody`, who may not read the admin key in our directories.
-    let root = std::fs::read_to_string("/proc/self/status")
-        .is_ok_and(|status| status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")));
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    });
     let user = if root {
         vec!["-g".to_owned(), "user root;".to_owned()]
     } else {
@@ -519,7 +540,9 @@ fn main() {
 
 async fn run(settings: Settings) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cluster = start_cluster(None, Preset::Default.members(), 0).await.expect("cluster");
+    let cluster = start_cluster(None, Preset::Default.members(), 0)
+        .await
+        .expect("cluster");
     let client = client(cluster.pki(), settings.http1);
     let (a, b) = (cluster.servers[0].1.url(), cluster.servers[1].1.url());
     // Jobs until the list is about 10 kB, the size the hop was first measured with.
@@ -584,7 +607,16 @@ async fn run(settings: Settings) {
             latency(&client, &url, settings.requests, &pids, &mut figures).await;
             throughput(&client, &url, settings.window, &pids, &mut figures).await;
             let tag = format!("{name}-{round}");
-            let (watch_p50, _) = watch_delay(&client, base, &b, &format!("{tag}-1"), 1, settings.watch_events, &pids).await;
+            let (watch_p50, _) = watch_delay(
+                &client,
+                base,
+                &b,
+                &format!("{tag}-1"),
+                1,
+                settings.watch_events,
+                &pids,
+            )
+            .await;
             let (fanout_p50, fanout_cpu) = watch_delay(
                 &client,
                 base,
@@ -635,7 +667,10 @@ fn report(paths: &[(&str, String)], rounds: &BTreeMap<&str, Vec<Figures>>, count
         }
     };
     let direct = med("direct");
-    println!("\nmedians of {} rounds, times in µs (+: added to the direct path)", count);
+    println!(
+        "\nmedians of {} rounds, times in µs (+: added to the direct path)",
+        count
+    );
     println!(
         "{:<8} | {:>6} {:>6} {:>6} | {:>7} {:>5} | {:>7} {:>5} {:>5} {:>7} {:>5} | {:>6} {:>5} | {:>6} {:>5} {:>7} {:>5}",
         "c=1:",
