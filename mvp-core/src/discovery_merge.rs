@@ -893,14 +893,22 @@ mod tests {
         let name = rng.pick(SUBRESOURCES);
         let verbs = gen_verbs(rng);
         let kind = json!({"group": "", "version": "", "kind": rng.pick(&["Scale", "Status"])});
-        object(
-            rng,
-            vec![
-                ("subresource", json!(name)),
-                ("responseKind", kind),
-                ("verbs", verbs),
-            ],
-        )
+        let mut fields = vec![("subresource", json!(name))];
+        match rng.below(10) {
+            0 => {}
+            1 => fields.push(("responseKind", json!(null))),
+            _ => fields.push(("responseKind", kind)),
+        }
+        match rng.below(8) {
+            0 => fields.push(("acceptedTypes", json!([]))),
+            1 => fields.push((
+                "acceptedTypes",
+                json!([{"group": "autoscaling", "version": rng.pick(&["v1", "v2"]), "kind": "Scale"}]),
+            )),
+            _ => {}
+        }
+        fields.push(("verbs", verbs));
+        object(rng, fields)
     }
 
     fn gen_resource(rng: &mut Rng, name: &str) -> Value {
@@ -910,7 +918,11 @@ mod tests {
             1 => fields.push(("resource", json!(null))),
             _ => fields.push(("resource", json!(name))),
         }
-        fields.push(("responseKind", json!({"group": "", "version": "", "kind": name})));
+        match rng.below(20) {
+            0 => {}
+            1 => fields.push(("responseKind", json!(null))),
+            _ => fields.push(("responseKind", json!({"group": "", "version": "", "kind": name}))),
+        }
         fields.push(("scope", json!(rng.pick(&["Namespaced", "Cluster"]))));
         fields.push(("singularResource", json!(name)));
         if !rng.chance(8) {

@@ -69,11 +69,11 @@ fn group_discovery(group: &ApiGroup, null_timestamp: bool) -> APIGroupDiscovery 
                 .iter()
                 .map(|r| APIResourceDiscovery {
                     resource: r.name.clone(),
-                    response_kind: GroupVersionKind {
+                    response_kind: Some(GroupVersionKind {
                         group: String::new(),
                         version: String::new(),
                         kind: r.kind.clone(),
-                    },
+                    }),
                     scope: if r.namespaced { "Namespaced" } else { "Cluster" }.to_owned(),
                     singular_resource: r.singular.clone(),
                     verbs: r.verbs.clone(),
@@ -84,11 +84,12 @@ fn group_discovery(group: &ApiGroup, null_timestamp: bool) -> APIGroupDiscovery 
                         .iter()
                         .map(|s| APISubresourceDiscovery {
                             subresource: s.name.clone(),
-                            response_kind: GroupVersionKind {
+                            response_kind: Some(GroupVersionKind {
                                 group: s.response_group.clone().unwrap_or_default(),
                                 version: s.response_version.clone().unwrap_or_default(),
                                 kind: s.kind.clone(),
-                            },
+                            }),
+                            accepted_types: Vec::new(),
                             verbs: s.verbs.clone(),
                         })
                         .collect(),

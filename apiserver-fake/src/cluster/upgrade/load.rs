@@ -562,7 +562,11 @@ fn listable(list: &Value) -> Vec<TargetResource> {
                     group: group.name().to_owned(),
                     version: version.version.clone(),
                     resource: resource.resource.clone(),
-                    kind: resource.response_kind.kind.clone(),
+                    kind: resource
+                        .response_kind
+                        .as_ref()
+                        .map(|kind| kind.kind.clone())
+                        .unwrap_or_default(),
                     namespaced: resource.scope == "Namespaced",
                 });
             }
