@@ -16,9 +16,7 @@ use axum::Router;
 use axum::extract::{Path, Request};
 use axum::response::{IntoResponse, Json};
 use axum::routing::get;
-use mvp_core::{
-    MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport, StorageVersion, StorageVersionIndex, UserInfo,
-};
+use mvp_core::{MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport, StorageVersion, StorageVersionIndex};
 use tower::ServiceBuilder;
 
 /// The single peer `b`.
@@ -62,9 +60,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let app = ServiceBuilder::new()
         // Stand-in for authentication: the filter forwards this identity to the peer.
         .map_request(|mut req: Request| {
-            let mut admin = UserInfo::new("kubernetes-admin");
-            admin.groups = vec!["system:masters".to_owned(), "system:authenticated".to_owned()];
-            req.extensions_mut().insert(admin);
+            req.extensions_mut().insert(demo::admin());
             req
         })
         // axum::serve wants axum's response type; the layer's body converts into it.

@@ -23,12 +23,9 @@ use demo::Demo;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use mvp_core::{
     DiscoveryConfig, DiscoveryPeers, GroupVersionResource, Lease, MvpLayer, PeerEndpoints, PeerTlsConfig,
-    PeerTransport, UserInfo,
+    PeerTransport,
 };
 use tower::ServiceBuilder;
 
@@ -109,25 +106,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let app = ServiceBuilder::new()
         // Stand-in for authentication: the filter forwards this identity to the peer.
         .map_request(|mut req: Request<Incoming>| {
-            let mut admin = UserInfo::new("kubernetes-admin");
-            admin.groups = vec!["system:masters".to_owned(), "system:authenticated".to_owned()];
-            req.extensions_mut().insert(admin);
+            req.extensions_mut().insert(demo::admin());
             req
         })
         .layer(mvp)
         .service(local);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let svc = TowerToHyperService::new(app.clone());
-            tokio::spawn(async move {
-                let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tcp), svc)
-                    .await;
-            });
-        }
-    });
+    let addr = demo::serve(app).await?;
 
     // Ready once every peer with a lease and an address has been asked for its discovery.
     let deadline = Instant::now() + Duration::from_secs(30);

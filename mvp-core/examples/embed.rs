@@ -20,12 +20,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
-use mvp_core::{
-    MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport, StorageVersion, StorageVersionIndex, UserInfo,
-};
+use mvp_core::{MvpLayer, PeerEndpoints, PeerTlsConfig, PeerTransport, StorageVersion, StorageVersionIndex};
 use tower::ServiceBuilder;
 
 /// The single peer `b`.
@@ -84,30 +79,18 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let app = ServiceBuilder::new()
         // Stand-in for authentication: the filter forwards this identity to the peer.
         .map_request(|mut req: Request<Incoming>| {
-            let mut admin = UserInfo::new("kubernetes-admin");
-            admin.groups = vec!["system:masters".to_owned(), "system:authenticated".to_owned()];
-            req.extensions_mut().insert(admin);
+            req.extensions_mut().insert(demo::admin());
             req
         })
         .layer(mvp)
         .service(local);
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
+    let addr = demo::serve(app).await?;
     println!("listening on http://{addr}");
-    let server = tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let svc = TowerToHyperService::new(app.clone());
-            tokio::spawn(async move {
-                let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tcp), svc)
-                    .await;
-            });
-        }
-    });
     if once {
         return demo::check_answers(addr, "served locally").await;
     }
-    server.await?;
+    println!("serving until Ctrl-C");
+    tokio::signal::ctrl_c().await?;
     Ok(())
 }

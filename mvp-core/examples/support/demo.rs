@@ -81,6 +81,7 @@ impl Demo {
             .arg("cluster")
             .arg("--dir")
             .arg(dir.path())
+            .args(["--port", "0"])
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()?;
@@ -158,17 +159,60 @@ fn https_client(roots: &[CertificateDer<'static>]) -> Result<HttpsClient, Box<dy
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
-/// `GET path` on an example's own plain-HTTP server: the status and the body as text.
+/// The identity the examples' stand-in for authentication gives every caller: the demo's admin,
+/// which the fakes authorize for everything. The filter forwards it to the peer.
+pub fn admin() -> mvp_core::UserInfo {
+    let mut admin = mvp_core::UserInfo::new("kubernetes-admin");
+    admin.groups = vec!["system:masters".to_owned(), "system:authenticated".to_owned()];
+    admin
+}
+
+/// Serves `app` over plain HTTP on 127.0.0.1 (a free port) with hyper-util, in the background.
+pub async fn serve<S, B>(app: S) -> Result<std::net::SocketAddr, Box<dyn Error>>
+where
+    S: tower::Service<
+            Request<hyper::body::Incoming>,
+            Response = http::Response<B>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn Error + Send + Sync>>,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// `GET path` on an example's own plain-HTTP server: the status and the body as text. Gives up
+/// after 10 s, so that a check never hangs.
 pub async fn get_plain(
     addr: std::net::SocketAddr,
     path: &str,
 ) -> Result<(StatusCode, String), Box<dyn Error>> {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let response = client
-        .request(Request::get(format!("http://{addr}{path}")).body(Empty::new())?)
-        .await?;
+    let request = Request::get(format!("http://{addr}{path}")).body(Empty::new())?;
+    let response = tokio::time::timeout(Duration::from_secs(10), client.request(request))
+        .await
+        .map_err(|_| format!("GET {path}: no answer within 10 s"))??;
     let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
+    let body = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+        .await
+        .map_err(|_| format!("GET {path}: body not complete within 10 s"))??
+        .to_bytes();
     let body = String::from_utf8_lossy(&body).into_owned();
     println!("GET {path} → {status}\n{body}");
     Ok((status, body))

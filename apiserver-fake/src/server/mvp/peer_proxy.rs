@@ -458,13 +458,7 @@ async fn run_address_receipts(
                 .filter(|lease| endpoints.is_reachable(&lease.metadata.name))
                 .filter_map(|lease| Some((lease.metadata.name.clone(), lease.spec.holder_identity.clone()?)))
                 .collect();
-            receipts.send_if_modified(|current| {
-                let changed = current.as_ref() != Some(&receipt);
-                if changed {
-                    *current = Some(receipt);
-                }
-                changed
-            });
+            publish(&receipts, receipt);
         }
         tokio::select! {
             () = cancel.cancelled() => return,
@@ -472,6 +466,18 @@ async fn run_address_receipts(
             changed = addresses.changed() => if changed.is_err() { return },
         }
     }
+}
+
+/// Publishes `receipt` as this server's receipt unless it is the one already published (each
+/// publication is a store write).
+fn publish(receipts: &watch::Sender<Option<peer_receipts::Receipt>>, receipt: peer_receipts::Receipt) {
+    receipts.send_if_modified(|current| {
+        let changed = current.as_ref() != Some(&receipt);
+        if changed {
+            *current = Some(receipt);
+        }
+        changed
+    });
 }
 
 /// Discovery mode: hands the library what this server's informers see (identity leases, a change
@@ -499,13 +505,7 @@ async fn feed_discovery_peers(
                 .iter()
                 .map(|run| (run.server_id.clone(), run.holder_identity.clone()))
                 .collect();
-            receipts.send_if_modified(|current| {
-                let changed = current.as_ref() != Some(&receipt);
-                if changed {
-                    *current = Some(receipt);
-                }
-                changed
-            });
+            publish(&receipts, receipt);
         }
         tokio::select! {
             () = cancel.cancelled() => return,
