@@ -46,7 +46,8 @@ use crate::apidiscovery::{APIGroupDiscovery, APIResourceDiscovery, APIVersionDis
 ///   lexicographically smallest available name at each step.
 /// - If the relations contradict each other (a cycle, also a name repeated next to itself), all
 ///   names sorted lexicographically.
-pub fn merge_preserving_relative_order<S: AsRef<str>>(lists: &[Vec<S>]) -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn merge_preserving_relative_order<S: AsRef<str>>(lists: &[Vec<S>]) -> Vec<String> {
     let lists: Vec<Vec<&str>> = lists
         .iter()
         .map(|list| list.iter().map(AsRef::as_ref).collect())

@@ -29,7 +29,7 @@ pub const DEFAULT_LOCAL_REFRESH: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_EXCLUSION_GRACE: Duration = Duration::from_secs(5 * 60);
 
 /// What this server serves itself, asked at start-up and then every refresh period.
-pub type LocalResources = Arc<dyn Fn() -> HashSet<GroupVersionResource> + Send + Sync>;
+type LocalResources = Arc<dyn Fn() -> HashSet<GroupVersionResource> + Send + Sync>;
 
 /// How Discovery mode learns what this server serves, and its two timers.
 #[derive(Clone)]

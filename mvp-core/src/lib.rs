@@ -102,9 +102,9 @@ pub struct ReadmeDoctests;
 
 pub use body::{BoxError, MvpBody};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};
-pub use discovery_merge::{merge_peer_discovery, merge_preserving_relative_order};
+pub use discovery_merge::merge_peer_discovery;
 pub use discovery_peers::{
-    DEFAULT_EXCLUSION_GRACE, DEFAULT_LOCAL_REFRESH, DiscoveryConfig, DiscoveryPeers, LocalResources, PeerRun,
+    DEFAULT_EXCLUSION_GRACE, DEFAULT_LOCAL_REFRESH, DiscoveryConfig, DiscoveryPeers, PeerRun,
 };
 pub use future::ResponseFuture;
 pub use gvr::GroupVersionResource;

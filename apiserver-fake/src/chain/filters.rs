@@ -8,7 +8,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, header};
-use mvp_core::{RequestInfo, UserInfo};
+use mvp_core::{PEER_PROXIED_HEADER, RequestInfo, UserInfo};
 
 use super::ServerContext;
 use super::authentication::{Authenticator, ConnectionInfo};
@@ -22,9 +22,6 @@ const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
 /// kube-apiserver's audit ID header.
 const AUDIT_ID_HEADER: &str = "audit-id";
-
-/// Header the MVP adds to proxied requests (docs/mvp-behaviour.md §3.1).
-const PEER_PROXIED_HEADER: &str = "x-kubernetes-peer-proxied";
 
 /// kube-apiserver's `WithCacheControl`: every response that does not set `Cache-Control`
 /// itself (discovery and OpenAPI do) gets `no-cache, private`, so no shared cache keeps API answers.
