@@ -98,6 +98,8 @@ struct Inner {
     addresses: watch::Sender<u64>,
     extensions: watch::Sender<HashSet<GroupVersion>>,
     known: watch::Sender<PeerRuns>,
+    /// The peer runs the last sync attempt reached (see [`DiscoveryPeers::is_ready`]).
+    reached: std::sync::RwLock<HashSet<PeerRun>>,
 }
 
 /// Discovery mode's view of the cluster, fed by the embedding server (upstream's
@@ -139,6 +141,7 @@ impl DiscoveryPeers {
                 addresses: watch::Sender::new(0),
                 extensions: watch::Sender::new(HashSet::new()),
                 known: watch::Sender::new(None),
+                reached: std::sync::RwLock::default(),
             }),
         }
     }
@@ -216,17 +219,21 @@ impl DiscoveryPeers {
         self.inner.resolver.has_synced()
     }
 
-    /// [`Self::has_synced`], and every peer that has an identity lease and a valid address has
-    /// been asked for its discovery (an answer or a transport error: a broken peer must not keep
+    /// [`Self::has_synced`], and every peer run (identity lease and holder) with a valid address
+    /// has been asked for its discovery (an answer or a transport error: a broken peer must not keep
     /// this server unready). Upstream's hook can pass before a peer starting at the same time is
     /// known, and the server then answers false 404s for that peer's resources while ready; a
     /// readiness check on this closes that window.
     pub fn is_ready(&self) -> bool {
-        let cache = self.inner.resolver.peers();
+        let reached = self
+            .inner
+            .reached
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.has_synced()
             && self.inner.leases.borrow().as_ref().is_some_and(|runs| {
                 runs.iter()
-                    .all(|run| cache.has_reached(&run.server_id) || !self.is_reachable(&run.server_id))
+                    .all(|run| reached.contains(run) || !self.is_reachable(&run.server_id))
             })
     }
 
@@ -299,6 +306,16 @@ impl DiscoveryPeers {
                     .cloned()
                     .collect();
                 inner.known.send_replace(Some(Arc::new(known)));
+                // By run: a peer restarted at the same address is not reached until its new run is.
+                let reached = runs
+                    .iter()
+                    .filter(|run| cache.has_reached(&run.server_id))
+                    .cloned()
+                    .collect();
+                *inner
+                    .reached
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = reached;
                 failures = if result.is_ok() { 0 } else { failures + 1 };
                 retry_at =
                     (failures > 0 && failures <= MAX_RETRIES).then(|| Instant::now() + backoff(failures - 1));

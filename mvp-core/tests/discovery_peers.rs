@@ -139,6 +139,9 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
 
     // b restarted (new holder): synced again.
     peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2")]);
+    // (The test runtime is single-threaded: the sync has not run yet.) The new run is not
+    // reached until it is asked, though its server ID was.
+    assert!(!peers.is_ready(), "b's new run not asked yet");
     eventually("b's new run is known", async || {
         known(&peers) == [run("b", "b_2")]
     })
