@@ -316,13 +316,7 @@ async fn hang_peer(cluster: &apiserver_fake::cluster::Cluster) -> tokio::net::Tc
         )
         .await
         .unwrap();
-    let a_endpoints = cluster.servers[0]
-        .1
-        .state()
-        .proxy_endpoints
-        .get()
-        .unwrap()
-        .clone();
+    let a_endpoints = cluster.servers[0].1.state().proxy_endpoints().unwrap();
     let hole_addr = hole.local_addr().unwrap().to_string();
     eventually(
         "a's endpoint cache to take the new address",

@@ -127,10 +127,8 @@ async fn one_of_two_capable_peers_unresolvable(
         .server("b")
         .unwrap()
         .state()
-        .proxy_endpoints
-        .get()
-        .expect("b runs the proxy")
-        .clone();
+        .proxy_endpoints()
+        .expect("b runs the proxy");
     eventually("b's endpoint cache forgets c", SETTLE, || async {
         b_endpoints.endpoint(&c_id).is_none().then_some(())
     })

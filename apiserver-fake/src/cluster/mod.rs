@@ -436,7 +436,7 @@ impl Cluster {
         let namespaces = mvp_core::GroupVersionResource::new("", "v1", "namespaces");
         let deadline = tokio::time::Instant::now() + timeout;
         for (member, server) in servers {
-            let Some(resolver) = server.state().proxy_resolver.get() else {
+            let Some(resolver) = server.state().proxy_resolver() else {
                 continue;
             };
             let others: Vec<&str> = servers

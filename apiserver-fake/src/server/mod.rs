@@ -34,6 +34,7 @@ use crate::controllers::identity;
 use crate::controllers::lease::{IdentityLeaseController, OwnLease};
 use crate::controllers::peer_endpoint::PeerEndpointReconciler;
 use crate::server::config::ServerOptions;
+use crate::server::mvp::peer_proxy::{PeerProxy, ProxyInputs};
 use crate::store::Store;
 
 /// Why a server could not start.
@@ -94,14 +95,9 @@ pub struct ServerState {
     pub discovery: DiscoveryContext,
     /// `/openapi/v2` and `/openapi/v3`, cached per served API set.
     pub openapi: crate::api::openapi::OpenApiService,
-    /// The peer proxy's resolver, once installed.
-    pub proxy_resolver: std::sync::OnceLock<Arc<dyn mvp_core::PeerResolver>>,
-    /// The peer proxy's readiness check, once installed; `/readyz` waits for it.
-    pub proxy_readiness: std::sync::OnceLock<crate::server::mvp::peer_proxy::ProxyReadiness>,
-    /// Whether the peers know this server (needs the proxy's view of peers); `/readyz` waits for it.
-    pub peers_know_server: std::sync::OnceLock<crate::server::mvp::peer_proxy::PeersKnowServer>,
-    /// The peer proxy's view of peer addresses, once installed (tests and tools can observe it).
-    pub proxy_endpoints: std::sync::OnceLock<Arc<dyn mvp_core::PeerEndpoints>>,
+    /// The Mixed Version Proxy, when enabled: its resolver, view of peer addresses and readiness
+    /// checks (`/readyz` waits for them).
+    pub proxy: Option<PeerProxy>,
     /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
     pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
 }
@@ -126,8 +122,8 @@ impl ServerState {
         if self.is_ready() {
             return None;
         }
-        if let Some(check) = self.peers_know_server.get() {
-            check.refresh(self.store.as_ref()).await;
+        if let Some(proxy) = &self.proxy {
+            proxy.peers_know_server.refresh(self.store.as_ref()).await;
         }
         self.failed_readiness_check()
     }
@@ -154,17 +150,13 @@ impl ServerState {
             Some("unknown-version-proxy-filter")
         } else if self.options.mvp_gate_enabled() && !self.peer_endpoint_published.load(Ordering::Acquire) {
             Some("peer-endpoint-reconciler-controller")
-        } else if !self
-            .proxy_readiness
-            .get()
-            .is_none_or(crate::server::mvp::peer_proxy::ProxyReadiness::is_ready)
-        {
+        } else if !self.proxy.as_ref().is_none_or(|proxy| proxy.readiness.is_ready()) {
             Some("unknown-version-proxy-filter")
-        } else if !self
-            .peers_know_server
-            .get()
-            .is_none_or(|check| check.is_ready(&self.server_id, &self.holder_identity))
-        {
+        } else if !self.proxy.as_ref().is_none_or(|proxy| {
+            proxy
+                .peers_know_server
+                .is_ready(&self.server_id, &self.holder_identity)
+        }) {
             Some("peer-discovery-receipts")
         } else {
             None
@@ -177,21 +169,24 @@ impl ServerState {
         self.ready.load(Ordering::Acquire) && self.proxy_synced()
     }
 
+    /// Whether the proxy (if any) has synced its caches once, as upstream's
+    /// `unknown-version-proxy-filter` post-start hook waits for (docs/mvp-behaviour.md §1.3 step 4).
     fn proxy_synced(&self) -> bool {
-        self.proxy_readiness
-            .get()
-            .is_none_or(crate::server::mvp::peer_proxy::ProxyReadiness::has_synced)
+        self.proxy
+            .as_ref()
+            .is_none_or(|proxy| proxy.readiness.has_synced())
     }
 
-    /// Records the installed peer proxy's resolver and makes `/readyz` wait for its readiness check, as
-    /// upstream's `unknown-version-proxy-filter` post-start hook does (docs/mvp-behaviour.md §1.3 step 4).
-    pub fn set_proxy(
-        &self,
-        resolver: Arc<dyn mvp_core::PeerResolver>,
-        readiness: crate::server::mvp::peer_proxy::ProxyReadiness,
-    ) {
-        let _ = self.proxy_resolver.set(resolver);
-        let _ = self.proxy_readiness.set(readiness);
+    /// The proxy's resolver: which peers it would send a resource's requests to.
+    pub fn proxy_resolver(&self) -> Option<Arc<dyn mvp_core::PeerResolver>> {
+        self.proxy.as_ref().map(|proxy| proxy.resolver.clone())
+    }
+
+    /// The proxy's view of peer addresses (tests and tools observe it).
+    pub fn proxy_endpoints(&self) -> Option<Arc<dyn mvp_core::PeerEndpoints>> {
+        self.proxy
+            .as_ref()
+            .map(|proxy| proxy.endpoints.clone() as Arc<dyn mvp_core::PeerEndpoints>)
     }
 }
 
@@ -415,11 +410,53 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         options.flags.max_requests_inflight,
         options.flags.max_mutating_requests_inflight,
     );
+    let ready: Arc<AtomicBool> = Arc::default();
+
+    // The identity lease exists before anything names this server (StorageVersion entries of a server
+    // without lease are garbage).
+    let lease_controller = IdentityLeaseController::new(
+        OwnLease {
+            server_id: server_id.clone(),
+            holder_identity: holder_identity.clone(),
+            hostname: options.hostname.clone(),
+            duration: options.identity_lease_duration,
+            renew_interval: options.identity_lease_renew_interval,
+            peer_address: options
+                .mvp_gate_enabled()
+                .then(|| options.peer_address(local_addr.port()).to_string()),
+            delete_stale: options.emulated_version.minor >= 35,
+        },
+        store.clone(),
+        ready.clone(),
+    );
+    lease_controller.initialize().await;
+    let storage_version_api = options
+        .feature_gates
+        .enabled("StorageVersionAPI", options.emulated_version);
+    if storage_version_api {
+        // Before readiness, as kube-apiserver's readiness waits for the storage version manager.
+        let now = crate::controllers::identity::micro_time(time::OffsetDateTime::now_utc());
+        crate::controllers::storage_version::publish(store.as_ref(), &builtin, &server_id, &now).await;
+    }
+
+    let cancel = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let installed = crate::server::mvp::peer_proxy::install(
+        ProxyInputs {
+            options: &options,
+            store: &store,
+            server_id: &server_id,
+            served: &served,
+            registry: metrics.registry(),
+            peer_aggregated: peer_aggregated.as_ref(),
+        },
+        &mut tasks,
+        &cancel,
+    )
+    .await?;
+    let (mvp, proxy) = installed.unzip();
     let state = Arc::new(ServerState {
-        proxy_resolver: std::sync::OnceLock::new(),
-        proxy_readiness: std::sync::OnceLock::new(),
-        peers_know_server: std::sync::OnceLock::new(),
-        proxy_endpoints: std::sync::OnceLock::new(),
+        proxy,
         discovery,
         openapi: Default::default(),
         peer_aggregated,
@@ -429,46 +466,12 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         holder_identity,
         store,
         served,
-        ready: Arc::default(),
+        ready,
         peer_endpoint_published: Arc::default(),
         inflight,
         requests: Default::default(),
         local_addr,
     });
-
-    // The identity lease exists before anything names this server (StorageVersion entries of a server
-    // without lease are garbage).
-    let lease_controller = IdentityLeaseController::new(
-        OwnLease {
-            server_id: state.server_id.clone(),
-            holder_identity: state.holder_identity.clone(),
-            hostname: state.options.hostname.clone(),
-            duration: state.options.identity_lease_duration,
-            renew_interval: state.options.identity_lease_renew_interval,
-            peer_address: state
-                .options
-                .mvp_gate_enabled()
-                .then(|| state.options.peer_address(local_addr.port()).to_string()),
-            delete_stale: state.options.emulated_version.minor >= 35,
-        },
-        state.store.clone(),
-        state.ready.clone(),
-    );
-    lease_controller.initialize().await;
-    let storage_version_api = state
-        .options
-        .feature_gates
-        .enabled("StorageVersionAPI", state.options.emulated_version);
-    if storage_version_api {
-        // Before readiness, as kube-apiserver's readiness waits for the storage version manager.
-        let now = crate::controllers::identity::micro_time(time::OffsetDateTime::now_utc());
-        crate::controllers::storage_version::publish(state.store.as_ref(), &builtin, &state.server_id, &now)
-            .await;
-    }
-
-    let cancel = CancellationToken::new();
-    let mut tasks = JoinSet::new();
-    let mvp = crate::server::mvp::peer_proxy::install(&state, &mut tasks, &cancel).await?;
     let app = crate::chain::handler_chain(state.clone(), authenticator, mvp);
     let crash = CancellationToken::new();
     let accept = tokio::spawn(listener::accept_loop(

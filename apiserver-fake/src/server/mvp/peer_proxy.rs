@@ -17,8 +17,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use mvp_core::{
     DiscoveryConfig, DiscoveryPeers, GroupVersionResource, Lease, MetricsGeneration, MvpLayer, MvpMetrics,
-    PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig, PeerTransport, StorageVersion,
-    StorageVersionIndex, StorageVersionResolver,
+    PeerAggregatedDiscoveryHandler, PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig,
+    PeerTransport, StorageVersion, StorageVersionIndex, StorageVersionResolver,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -30,7 +30,7 @@ use crate::api::catalog::ServedApis;
 use crate::controllers::identity::IDENTITY_LEASE_NAMESPACE;
 use crate::controllers::informer::run_informer;
 use crate::controllers::{peer_endpoint, peer_receipts};
-use crate::server::ServerState;
+use crate::server::config::ServerOptions;
 use crate::store::{StorageResource, Store};
 
 /// Why the peer proxy could not be built (kube-apiserver fails startup in these cases).
@@ -248,17 +248,61 @@ pub fn served_gvrs(apis: &ServedApis) -> HashSet<GroupVersionResource> {
     gvrs
 }
 
-/// Builds the filter for the server behind `state` and starts the controllers that feed it. `None` when
-/// the proxy is not enabled (gate off or no `--peer-ca-file`).
+/// What [`install`] needs of the server being started.
+pub struct ProxyInputs<'a> {
+    /// The server's options (flags, version, the proxy's timers).
+    pub options: &'a ServerOptions,
+    /// The shared store (identity leases, StorageVersions, CRDs, the internal keyspace).
+    pub store: &'a Arc<dyn Store>,
+    /// This server's ID.
+    pub server_id: &'a str,
+    /// The APIs this server serves (Discovery mode's local capability).
+    pub served: &'a watch::Receiver<Arc<ServedApis>>,
+    /// Where the proxy's metrics are registered.
+    pub registry: &'a prometheus::Registry,
+    /// Peer-aggregated `/apis`, connected to the peer discovery in Discovery mode.
+    pub peer_aggregated: Option<&'a Arc<PeerAggregatedDiscoveryHandler>>,
+}
+
+/// An installed proxy, as the server's readiness checks and tools read it (the layer itself goes into
+/// the handler chain).
+pub struct PeerProxy {
+    /// Which peers serve what, as the layer decides.
+    pub resolver: Arc<dyn PeerResolver>,
+    /// The `unknown-version-proxy-filter` readiness check.
+    pub readiness: ProxyReadiness,
+    /// The `peer-discovery-receipts` readiness check.
+    pub peers_know_server: PeersKnowServer,
+    /// The proxy's view of peer addresses.
+    pub endpoints: Arc<StorePeerEndpoints>,
+}
+
+impl std::fmt::Debug for PeerProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerProxy").finish_non_exhaustive()
+    }
+}
+
+/// Builds the filter for the server described by `inputs` and starts the controllers that feed it
+/// (in `tasks`, until `cancel`). `None` when the proxy is not enabled (gate off or no
+/// `--peer-ca-file`).
 pub async fn install(
-    state: &Arc<ServerState>,
+    inputs: ProxyInputs<'_>,
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
-) -> Result<Option<MvpLayer>, PeerProxyError> {
-    if !state.options.peer_proxy_enabled() {
+) -> Result<Option<(MvpLayer, PeerProxy)>, PeerProxyError> {
+    let ProxyInputs {
+        options,
+        store,
+        server_id,
+        served,
+        registry,
+        peer_aggregated,
+    } = inputs;
+    if !options.peer_proxy_enabled() {
         return Ok(None);
     }
-    let flags = &state.options.flags;
+    let flags = &options.flags;
     let path =
         |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let tls = PeerTlsConfig::from_files(
@@ -267,46 +311,39 @@ pub async fn install(
         &path(&flags.proxy_client_key_file),
     )?;
     let transport = PeerTransport::new(&tls)?;
-    let generation = if state.options.emulated_version.minor >= 36 {
+    let generation = if options.emulated_version.minor >= 36 {
         MetricsGeneration::V1_36
     } else {
         MetricsGeneration::Alpha
     };
-    let metrics = MvpMetrics::register(state.metrics.registry(), generation)?;
+    let metrics = MvpMetrics::register(registry, generation)?;
 
     let endpoints = Arc::new(StorePeerEndpoints::default());
-    endpoints.refresh(state.store.as_ref()).await;
-    tasks.spawn(endpoints.clone().run(state.store.clone(), cancel.clone()));
-    let _ = state.proxy_endpoints.set(endpoints.clone());
-    let _ = state.peers_know_server.set(PeersKnowServer {
-        endpoints: endpoints.clone(),
-        since: std::sync::OnceLock::new(),
-        passed: Latch::default(),
-    });
+    endpoints.refresh(store.as_ref()).await;
+    tasks.spawn(endpoints.clone().run(store.clone(), cancel.clone()));
 
     // Both modes follow the peers' identity leases and publish a receipt of the peers they know.
     let (leases_tx, peer_leases) = watch::channel(None);
     tasks.spawn(run_identity_lease_informer(
-        state.clone(),
+        store.clone(),
         leases_tx,
         cancel.clone(),
     ));
-    let receipts = publish_receipts(state, tasks, cancel);
+    let receipts = publish_receipts(store, server_id, options, tasks, cancel);
 
-    let builder = MvpLayer::builder(state.server_id.clone(), endpoints.clone(), transport).metrics(metrics);
-    let (layer, resolver, discovery): (_, Arc<dyn PeerResolver>, _) = match state.options.peer_resolution_mode
-    {
+    let builder = MvpLayer::builder(server_id, endpoints.clone(), transport).metrics(metrics);
+    let (layer, resolver, discovery): (_, Arc<dyn PeerResolver>, _) = match options.peer_resolution_mode {
         PeerResolutionMode::StorageVersion => {
             let (layer, resolver) = builder.storage_version();
             tasks.spawn(run_storage_version_informer(
-                state.store.clone(),
+                store.clone(),
                 resolver.clone(),
                 cancel.clone(),
             ));
             // StorageVersion mode asks peers for nothing, so its receipt says whom it can address:
             // a peer coming up waits until this proxy knows its address (else the alpha 503).
             tasks.spawn(run_address_receipts(
-                state.server_id.clone(),
+                server_id.to_owned(),
                 peer_leases,
                 endpoints.clone(),
                 receipts,
@@ -315,17 +352,17 @@ pub async fn install(
             (layer, resolver, None)
         }
         PeerResolutionMode::Discovery => {
-            let served = state.served.clone();
+            let served = served.clone();
             let config = DiscoveryConfig::new(move || served_gvrs(&served.borrow()))
-                .local_refresh(state.options.local_discovery_refresh)
-                .exclusion_grace(state.options.gv_exclusion_grace_period);
+                .local_refresh(options.local_discovery_refresh)
+                .exclusion_grace(options.gv_exclusion_grace_period);
             let (layer, peers) = builder.discovery(config);
-            if let Some(handler) = &state.peer_aggregated {
+            if let Some(handler) = peer_aggregated {
                 handler.connect(&peers);
             }
             tasks.spawn(until_cancelled(peers.run(), cancel.clone()));
             tasks.spawn(crate::server::mvp::gv_exclusion::run_gv_exclusion(
-                state.store.clone(),
+                store.clone(),
                 peers.clone(),
                 cancel.clone(),
             ));
@@ -339,17 +376,25 @@ pub async fn install(
             (layer, Arc::new(peers.clone()), Some(peers))
         }
     };
-    state.set_proxy(
-        resolver.clone(),
-        ProxyReadiness {
-            own_id: state.server_id.clone(),
-            resolver,
-            discovery,
-            endpoints,
-            passed: Latch::default(),
-        },
-    );
-    Ok(Some(layer))
+    let readiness = ProxyReadiness {
+        own_id: server_id.to_owned(),
+        resolver: resolver.clone(),
+        discovery,
+        endpoints: endpoints.clone(),
+        passed: Latch::default(),
+    };
+    let peers_know_server = PeersKnowServer {
+        endpoints: endpoints.clone(),
+        since: std::sync::OnceLock::new(),
+        passed: Latch::default(),
+    };
+    let proxy = PeerProxy {
+        resolver,
+        readiness,
+        peers_know_server,
+        endpoints,
+    };
+    Ok(Some((layer, proxy)))
 }
 
 /// The objects of an informer's list that decode as `T`; the others are skipped (a store holds
@@ -396,13 +441,13 @@ async fn run_storage_version_informer(
 /// Both modes: the identity leases of `kube-system`, published when one is added or deleted or
 /// changes holder (a restart), not on renewals (docs/mvp-behaviour.md §2.3).
 async fn run_identity_lease_informer(
-    state: Arc<ServerState>,
+    store: Arc<dyn Store>,
     leases: watch::Sender<IdentityLeases>,
     cancel: CancellationToken,
 ) {
     let resource = StorageResource::new("coordination.k8s.io", "leases");
     run_informer(
-        state.store.clone(),
+        store,
         resource,
         Some(IDENTITY_LEASE_NAMESPACE),
         cancel,
@@ -424,17 +469,19 @@ async fn run_identity_lease_informer(
 /// published at once, empty: a peer that comes up while this proxy has not yet synced must wait for
 /// it rather than find no receipt and take itself for known.
 fn publish_receipts(
-    state: &Arc<ServerState>,
+    store: &Arc<dyn Store>,
+    server_id: &str,
+    options: &ServerOptions,
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
 ) -> watch::Sender<Option<peer_receipts::Receipt>> {
     let (receipts_tx, receipts) = watch::channel(Some(peer_receipts::Receipt::new()));
     tasks.spawn(peer_receipts::run_publisher(
-        state.store.clone(),
-        state.server_id.clone(),
+        store.clone(),
+        server_id.to_owned(),
         receipts,
-        state.options.peer_endpoint_ttl,
-        state.options.peer_endpoint_refresh,
+        options.peer_endpoint_ttl,
+        options.peer_endpoint_refresh,
         cancel.clone(),
     ));
     receipts_tx
