@@ -37,7 +37,7 @@ async fn list_pods(Path(namespace): Path<String>) -> Json<serde_json::Value> {
 async fn main() -> Result<(), Box<dyn Error>> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let once = std::env::args().any(|arg| arg == "--once");
-    let demo = demo::Demo::start()?;
+    let demo = demo::Demo::start().await?;
 
     let tls = PeerTlsConfig::from_files(
         &demo.path("ca.crt"),

@@ -85,7 +85,7 @@ async fn follow_leases(demo: Arc<Demo>, endpoints: Arc<Endpoints>, peers: Discov
 async fn main() -> Result<(), Box<dyn Error>> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let once = std::env::args().any(|arg| arg == "--once");
-    let demo = Arc::new(Demo::start()?);
+    let demo = Arc::new(Demo::start().await?);
 
     let tls = PeerTlsConfig::from_files(
         &demo.path("ca.crt"),                 // --peer-ca-file: the peers' serving CA

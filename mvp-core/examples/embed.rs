@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let (_demo, [ca, cert, key, peer]) = match args.as_slice() {
         [ca, cert, key, peer] => (None, [ca.clone(), cert.clone(), key.clone(), peer.clone()]),
         [] | [_] if args.iter().all(|arg| arg == "--once") => {
-            let demo = demo::Demo::start()?;
+            let demo = demo::Demo::start().await?;
             let files = [
                 demo.path("ca.crt"),
                 demo.path("front-proxy-client.crt"),

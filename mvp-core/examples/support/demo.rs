@@ -75,7 +75,7 @@ fn binary() -> Result<PathBuf, Box<dyn Error>> {
 impl Demo {
     /// Starts `apiserver-fake cluster` and waits for its `cluster.json` (written once every
     /// server is ready and every proxy knows its peers).
-    pub fn start() -> Result<Self, Box<dyn Error>> {
+    pub async fn start() -> Result<Self, Box<dyn Error>> {
         let dir = tempfile::tempdir()?;
         let child = Command::new(binary()?)
             .arg("cluster")
@@ -101,7 +101,7 @@ impl Demo {
             if Instant::now() > deadline {
                 return Err("the demo cluster did not start within 60 s".into());
             }
-            std::thread::sleep(Duration::from_millis(50));
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest)?)?;
         for server in manifest["servers"].as_array().into_iter().flatten() {
