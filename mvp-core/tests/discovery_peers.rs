@@ -195,3 +195,32 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
     .await;
     driver.abort();
 }
+
+/// A lease change and an address change that wake the sync together: the lease change is never
+/// lost (before the fix, the address branch won half the races and a deleted peer stayed proxied).
+#[tokio::test]
+async fn a_lease_deleted_while_addresses_change_is_not_lost() {
+    let pki = Pki::new();
+    let (b, _) = peer(&pki, "b", "b.example.com").await;
+    let endpoints = Arc::new(Endpoints::default());
+    endpoints.set("b", &b.addr.to_string());
+    let transport = PeerTransport::new(&pki.peer_tls("front-proxy-client")).unwrap();
+    let config = DiscoveryConfig::new(HashSet::new);
+    let (layer, peers) = MvpLayer::builder("a", endpoints.clone(), transport).discovery(config);
+    let driver = tokio::spawn(peers.run());
+    for run in 1..=8 {
+        peers.set_identity_leases(&[lease("b", &format!("b_{run}"))]);
+        eventually("b is proxied to", async || {
+            answer(&layer, "b.example.com").await == "served by b"
+        })
+        .await;
+        // Both in one go, as an informer and an address refresh can land together.
+        peers.set_identity_leases(&[]);
+        peers.peer_endpoints_changed();
+        eventually("b's deletion is seen", async || {
+            answer(&layer, "b.example.com").await == "local"
+        })
+        .await;
+    }
+    driver.abort();
+}
