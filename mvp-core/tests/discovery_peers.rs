@@ -114,7 +114,7 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
     endpoints.set("b", &b.addr.to_string());
     let transport = PeerTransport::new(&pki.peer_tls("front-proxy-client")).unwrap();
     let config = DiscoveryConfig::new(|| HashSet::from([GroupVersionResource::new("", "v1", "pods")]))
-        .exclusion_grace(Duration::from_millis(400));
+        .exclusion_grace(Duration::from_millis(1500));
     let (layer, peers) = MvpLayer::builder("a", endpoints.clone(), transport)
         .chooser(|_: usize| 0)
         .discovery(config);
