@@ -102,8 +102,9 @@ pub struct StorageVersionResolver {
 }
 
 impl StorageVersionResolver {
-    /// A resolver for the server `server_id`, unsynced and empty.
-    pub fn new(server_id: impl Into<String>) -> Self {
+    /// A resolver for the server `server_id`, unsynced and empty. Made by
+    /// [`MvpBuilder::storage_version`](crate::MvpBuilder::storage_version), with its layer.
+    pub(crate) fn new(server_id: impl Into<String>) -> Self {
         Self {
             server_id: server_id.into(),
             index: Snapshot::default(),
