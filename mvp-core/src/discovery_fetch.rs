@@ -86,9 +86,10 @@ impl PeerDiscoverySync {
 
     /// One full rebuild from the given valid peer IDs (see
     /// [`Lease::is_peer_identity_lease_of`](crate::Lease::is_peer_identity_lease_of)). The cache is replaced even
-    /// when some peers failed; the last error is returned. Which peers had an address is
-    /// recorded too ([`PeerDiscoveryCache::has_reached`]).
-    pub async fn sync(&self, peer_ids: &[String]) -> Result<(), PeerDiscoveryError> {
+    /// when some peers failed. Returns the peers it reached (it had an address for them and
+    /// asked them: an answer or a transport error, either way not the start-up race of a peer
+    /// whose address is not yet published) and the last error.
+    pub async fn sync(&self, peer_ids: &[String]) -> (HashSet<String>, Result<(), PeerDiscoveryError>) {
         let mut last_err = None;
         let mut entries = HashMap::new();
         let mut reached = HashSet::new();
@@ -107,10 +108,8 @@ impl PeerDiscoverySync {
                 entries.insert(id.clone(), entry);
             }
         }
-        // Entries first: whoever sees a peer reached also sees what it serves.
         self.cache.replace(entries);
-        self.cache.set_reached(reached);
-        last_err.map_or(Ok(()), Err)
+        (reached, last_err.map_or(Ok(()), Err))
     }
 
     /// Fetches one peer's discovery: the entry built from whatever succeeded, and the last

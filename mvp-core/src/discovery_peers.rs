@@ -225,16 +225,20 @@ impl DiscoveryPeers {
     /// known, and the server then answers false 404s for that peer's resources while ready; a
     /// readiness check on this closes that window.
     pub fn is_ready(&self) -> bool {
-        let reached = self
-            .inner
-            .reached
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.has_synced()
             && self.inner.leases.borrow().as_ref().is_some_and(|runs| {
                 runs.iter()
-                    .all(|run| reached.contains(run) || !self.is_reachable(&run.server_id))
+                    .all(|run| self.has_reached(run) || !self.is_reachable(&run.server_id))
             })
+    }
+
+    /// Whether the last sync attempt asked this run of a peer.
+    fn has_reached(&self, run: &PeerRun) -> bool {
+        self.inner
+            .reached
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(run)
     }
 
     /// The peer runs whose discovery this server holds, published after each sync attempt
@@ -294,7 +298,7 @@ impl DiscoveryPeers {
                     .map(|run| (run.server_id.clone(), inner.endpoints.endpoint(&run.server_id)))
                     .collect();
                 let ids: Vec<String> = runs.iter().map(|run| run.server_id.clone()).collect();
-                let result = inner.sync.sync(&ids).await;
+                let (reached_ids, result) = inner.sync.sync(&ids).await;
                 cache.mark_synced();
                 // Only peers whose discovery this proxy holds: a peer this attempt could not
                 // fetch counts as reached for this server's readiness (one broken peer cannot
@@ -309,7 +313,7 @@ impl DiscoveryPeers {
                 // By run: a peer restarted at the same address is not reached until its new run is.
                 let reached = runs
                     .iter()
-                    .filter(|run| cache.has_reached(&run.server_id))
+                    .filter(|run| reached_ids.contains(&run.server_id))
                     .cloned()
                     .collect();
                 *inner
@@ -335,7 +339,7 @@ impl DiscoveryPeers {
                         runs.iter().any(|run| {
                             let now = inner.endpoints.endpoint(&run.server_id);
                             let moved = now.is_some() && used.get(&run.server_id) != Some(&now);
-                            moved || (!cache.has_reached(&run.server_id) && self.is_reachable(&run.server_id))
+                            moved || (!self.has_reached(run) && self.is_reachable(&run.server_id))
                         })
                     });
                 }

@@ -131,7 +131,6 @@ impl LocalDiscoveryCache {
 pub struct PeerDiscoveryCache {
     entries: Snapshot<HashMap<String, Arc<PeerDiscoveryEntry>>>,
     excluded: Snapshot<HashSet<GroupVersion>>,
-    reached: Snapshot<HashSet<String>>,
     synced: AtomicBool,
     generation: AtomicU64,
 }
@@ -151,18 +150,6 @@ impl PeerDiscoveryCache {
             .collect();
         self.entries.store(entries);
         self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Records which peers the last sync reached: it had an address for them and asked them (an
-    /// answer or a transport error, either way not the start-up race of a peer whose address is
-    /// not yet published). Readiness waits until every peer that can be reached has been.
-    pub(crate) fn set_reached(&self, reached: HashSet<String>) {
-        self.reached.store(reached);
-    }
-
-    /// Whether the last sync reached `server_id` (see [`Self::set_reached`]).
-    pub(crate) fn has_reached(&self, server_id: &str) -> bool {
-        self.reached.load().contains(server_id)
     }
 
     /// Replaces the excluded group versions and bumps [`Self::generation`].
