@@ -208,12 +208,14 @@ async fn request_reaches_third_server_after_first_dies_storage_version_mode() {
     third_server_after_first_dies(STORAGE_VERSION_MODE).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_shutdown_deletes_the_lease_and_peers_stop_proxying_at_once() {
+/// Gracefully stops A (the only server of Jobs) with B's `--departed-peer-grace-seconds` at
+/// `grace_flag`, and returns what B answered for Jobs from the stop until it answered the local
+/// 404, with when.
+async fn after_graceful_shutdown(grace_flag: &str) -> Vec<(Duration, StatusCode, String)> {
     // Upstream's default lease timings: only the shutdown clean-up can make peers forget A quickly.
     let mut cluster = cluster(vec![
         member("a", 1, "1.36", &[]),
-        member("b", 2, "1.36", &["--runtime-config=batch/v1=false"]),
+        member("b", 2, "1.36", &["--runtime-config=batch/v1=false", grace_flag]),
     ])
     .await;
     let b = TestClient::admin(&cluster, 1);
@@ -227,14 +229,44 @@ async fn graceful_shutdown_deletes_the_lease_and_peers_stop_proxying_at_once() {
         identity_lease(&cluster.store, "a").await.is_none(),
         "the lease is deleted by the shutdown itself"
     );
-    // B's peer cache drops A on the lease deletion: no peer serves jobs, so B answers locally.
-    let reply = eventually("B to stop proxying to A", Duration::from_secs(5), || async {
+    let mut answers = Vec::new();
+    while stopped_at.elapsed() < Duration::from_secs(15) {
         let reply = b.get(JOBS).await;
-        (reply.status == StatusCode::NOT_FOUND).then_some(reply)
-    })
-    .await;
-    assert_eq!(reply.text(), "404 page not found\n");
-    assert!(stopped_at.elapsed() < Duration::from_secs(5));
+        answers.push((stopped_at.elapsed(), reply.status, reply.text()));
+        if reply.status == StatusCode::NOT_FOUND {
+            return answers;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("B still answers for A's Jobs 15 s after A stopped: {answers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_deletes_the_lease_and_peers_forget_it_after_the_departed_grace() {
+    let answers = after_graceful_shutdown("--departed-peer-grace-seconds=2").await;
+    let (forgotten_after, _, body) = answers.last().unwrap();
+    assert_eq!(body, "404 page not found\n");
+    // Until then A is kept as a server of Jobs, without an address (it withdrew its record
+    // before its lease): the unresolvable-peer 503, never a dial to a server that is gone.
+    for (at, status, body) in &answers[..answers.len() - 1] {
+        assert_eq!(*status, StatusCode::SERVICE_UNAVAILABLE, "{at:?}: {body}");
+        assert!(
+            body.contains("Error getting ip and port info of the remote server while proxying"),
+            "{at:?}: {body}"
+        );
+    }
+    assert!(
+        *forgotten_after >= Duration::from_secs(2) && *forgotten_after < Duration::from_secs(7),
+        "forgotten {forgotten_after:?} after the stop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_departed_grace_peers_stop_proxying_at_once_as_upstream() {
+    let answers = after_graceful_shutdown("--departed-peer-grace-seconds=0").await;
+    let (forgotten_after, _, body) = answers.last().unwrap();
+    assert_eq!(body, "404 page not found\n");
+    assert!(*forgotten_after < Duration::from_secs(5), "{answers:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,6 +429,8 @@ fn timing_knobs_default_to_upstream_and_are_validated() {
     assert_eq!(options.peer_endpoint_refresh, Duration::from_secs(10));
     assert_eq!(options.local_discovery_refresh, Duration::from_secs(30 * 60));
     assert_eq!(options.gv_exclusion_grace_period, Duration::from_secs(5 * 60));
+    // Not upstream's (0): a restarting peer is kept across its lease's replacement.
+    assert_eq!(options.departed_peer_grace, Duration::from_secs(5));
 
     let invalid = |extra: &str| {
         let args = [base[0], base[1], extra];

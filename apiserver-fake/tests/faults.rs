@@ -297,4 +297,131 @@ mod with_etcd {
         );
         assert_eq!(cluster.manifest()["servers"][1]["kubernetesVersion"], "1.36");
     }
+    /// What the load loop saw: each answer's round, method and outcome.
+    type Log = std::sync::Arc<std::sync::Mutex<Vec<(usize, &'static str, Outcome)>>>;
+
+    /// A GET/POST loop of Jobs through `a` until `stop`, logging every answer under the round
+    /// `round` names when it is sent.
+    async fn jobs_load(
+        a: TestClient,
+        log: Log,
+        round: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        use std::sync::atomic::Ordering;
+        let mut n = 0u64;
+        while !stop.load(Ordering::SeqCst) {
+            n += 1;
+            let current = round.load(Ordering::SeqCst);
+            let (method, sent) = if n.is_multiple_of(2) {
+                ("GET", list_jobs(&a).await)
+            } else {
+                let posted = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    a.try_send(Method::POST, JOBS, &[], Some(&job(&format!("load-{n}")))),
+                )
+                .await;
+                let outcome = match posted {
+                    Ok(Ok(reply)) if reply.status == StatusCode::CREATED => Outcome::Ok,
+                    Ok(Ok(reply)) => Outcome::Failed(reply.status.as_u16(), reply.text()),
+                    Ok(Err(err)) => Outcome::Failed(0, err),
+                    Err(_) => Outcome::Failed(0, "no answer within 10 s".to_owned()),
+                };
+                ("POST", outcome)
+            };
+            log.lock().unwrap().push((current, method, sent));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits until the load's last `n` answers are all successes, or panics after `within`.
+    async fn until_load_succeeds(log: &Log, n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let steady = {
+                let log = log.lock().unwrap();
+                log.len() >= n && log[log.len() - n..].iter().all(|(_, _, o)| *o == Outcome::Ok)
+            };
+            if steady {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the load did not succeed again within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Issue 24's probe, as an operator's crash loop causes it: `b`, the only server of Jobs, is
+    /// SIGKILLed and started again 20 times under a GET/POST loop through `a`. Every other round
+    /// b stays down until its endpoint record lapses (a then answers the unresolvable-peer 503).
+    /// Its new run deletes its predecessor's identity lease before creating its own (1.35+): a
+    /// must keep what b served until the new run's discovery is fetched. 503s while b is down;
+    /// never a false 404.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_crashed_and_restarted_twenty_times_under_load_never_causes_a_false_404() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let flags = [FAST, &["--identity-lease-duration-seconds=3600"]].concat();
+        let a_flags = [&flags[..], &["--runtime-config=batch/v1=false"]].concat();
+        let Some((mut cluster, _dir)) = start(vec![
+            member("a", 1, "1.36", &a_flags),
+            member("b", 2, "1.36", &flags),
+        ])
+        .await
+        else {
+            return;
+        };
+        let log: Log = Arc::default();
+        let round = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let load = tokio::spawn(jobs_load(
+            client(&cluster, "a"),
+            log.clone(),
+            round.clone(),
+            stop.clone(),
+        ));
+        until_load_succeeds(&log, 10, Duration::from_secs(10)).await;
+        for r in 1..=20 {
+            round.store(r, Ordering::SeqCst);
+            cluster.kill("b").await.unwrap();
+            if r.is_multiple_of(2) {
+                let seen = log.lock().unwrap().len();
+                let deadline = Instant::now() + Duration::from_secs(15);
+                while !log.lock().unwrap()[seen..].iter().any(|(_, _, o)| {
+                    matches!(o, Outcome::Failed(503, body) if body.contains("Error getting ip and port info"))
+                }) {
+                    assert!(Instant::now() < deadline, "round {r}: b's endpoint record never lapsed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            cluster.restart("b", None).await.unwrap();
+            until_load_succeeds(&log, 10, Duration::from_secs(15)).await;
+        }
+        stop.store(true, Ordering::SeqCst);
+        load.await.unwrap();
+
+        let log = log.lock().unwrap();
+        let false_404s: Vec<_> = log
+            .iter()
+            .filter(|(_, _, o)| matches!(o, Outcome::Failed(404, _)))
+            .collect();
+        assert!(false_404s.is_empty(), "false 404s: {false_404s:?}");
+        for (r, method, outcome) in log.iter() {
+            if let Outcome::Failed(code, body) = outcome {
+                // b is down or coming back: a dial error or the unresolvable-peer Status (503), or
+                // the connection to b cut mid-request by the kill (a 503 as well).
+                assert_eq!(*code, 503, "round {r}: {method}: {body}");
+            }
+        }
+        let rounds_with_503s = (1..=20)
+            .filter(|r| log.iter().any(|(lr, _, o)| lr == r && *o != Outcome::Ok))
+            .count();
+        eprintln!(
+            "{} requests, {} failed (all 503) in {rounds_with_503s} of 20 rounds, 0 false 404s",
+            log.len(),
+            log.iter().filter(|(_, _, o)| *o != Outcome::Ok).count()
+        );
+    }
 }

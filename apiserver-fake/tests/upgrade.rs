@@ -97,6 +97,41 @@ fn a_small_upgrade_shows_false_404s_only_without_the_proxy() {
     );
 }
 
+/// `--crash`: each server is killed (no clean-up: its lease and address record stay behind) and
+/// started again at the new version, whose run deletes its predecessor's lease before creating its
+/// own. With the proxy, clients still see no false 404 (docs/decisions.md §8).
+#[test]
+fn a_crashing_upgrade_shows_no_false_404_with_the_proxy() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().to_str().expect("utf-8 path");
+    let (ok, _, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--servers=3",
+        "--crash",
+        "--mvp=on",
+        "--dwell-seconds=1",
+        "--final-dwell-seconds=1",
+        "--out",
+        dir,
+    ]);
+    assert!(ok, "upgrade failed: {stderr}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).expect("report.json"))
+            .expect("report.json is JSON");
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "--mvp on: {report}");
+    let on = &runs[0];
+    assert_eq!(on["mvp"], true, "{on}");
+    assert!(on["requests"].as_u64() > Some(100), "{on}");
+    assert_eq!(on["false_404"], 0, "{on}");
+    assert_eq!(on["lost_writes"], 0, "{on}");
+    assert!(
+        on["latency_ms"]["proxied_p50"].as_f64() > Some(0.0),
+        "requests were proxied: {on}"
+    );
+}
+
 #[test]
 fn bad_flags_get_one_line_errors() {
     for (args, expected) in [

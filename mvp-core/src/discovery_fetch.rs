@@ -2,8 +2,9 @@
 //!
 //! Each sync is a full rebuild: for every valid peer, resolve its address, `GET /api` then
 //! `/apis` through the proxy path (as `system:apiserver`, Accept nopeer,v2,v1), and keep the
-//! peers that listed something. The sync returns the last per-peer error; the caller retries
-//! up to [`MAX_RETRIES`] times with the controller's exponential backoff.
+//! peers that listed something; a peer that could not be fetched keeps its last entry. The sync
+//! returns the last per-peer error; the caller retries up to [`MAX_RETRIES`] times with the
+//! controller's exponential backoff.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -53,6 +54,29 @@ pub enum PeerDiscoveryError {
     Decode(String),
 }
 
+/// What one [`PeerDiscoverySync::sync`] attempt found.
+#[derive(Debug)]
+pub struct SyncOutcome {
+    /// The peers it asked: an answer or a transport error, either way not the start-up race of a
+    /// peer whose address is not yet published.
+    pub reached: HashSet<String>,
+    /// The peers whose entry this attempt built: a whole fetch, or whatever a failed fetch got of
+    /// a peer that had no entry. The other listed peers keep the entry of an earlier attempt.
+    pub fresh: HashSet<String>,
+    /// The last per-peer error.
+    pub result: Result<(), PeerDiscoveryError>,
+}
+
+impl Default for SyncOutcome {
+    fn default() -> Self {
+        Self {
+            reached: HashSet::new(),
+            fresh: HashSet::new(),
+            result: Ok(()),
+        }
+    }
+}
+
 /// Keeps a [`PeerDiscoveryCache`] up to date from peers' discovery endpoints.
 #[derive(Clone)]
 pub struct PeerDiscoverySync {
@@ -85,31 +109,51 @@ impl PeerDiscoverySync {
     }
 
     /// One full rebuild from the given valid peer IDs (see
-    /// [`Lease::is_peer_identity_lease_of`](crate::Lease::is_peer_identity_lease_of)). The cache is replaced even
-    /// when some peers failed. Returns the peers it reached (it had an address for them and
-    /// asked them: an answer or a transport error, either way not the start-up race of a peer
-    /// whose address is not yet published) and the last error.
-    pub async fn sync(&self, peer_ids: &[String]) -> (HashSet<String>, Result<(), PeerDiscoveryError>) {
-        let mut last_err = None;
-        let mut entries = HashMap::new();
-        let mut reached = HashSet::new();
+    /// [`Lease::is_peer_identity_lease_of`](crate::Lease::is_peer_identity_lease_of)) and the
+    /// peers whose lease went away within the grace period (`departed`, not asked). The cache is
+    /// replaced even when some peers failed.
+    ///
+    /// Unlike upstream, which drops a peer it cannot fetch, a peer's last entry survives a
+    /// failed fetch: a peer that restarts (new run, lease replaced) stays known for what it
+    /// served until its new run's discovery is fetched, so its resources get a 503 while it is
+    /// unreachable instead of a false 404 (docs/decisions.md §8).
+    pub async fn sync(&self, peer_ids: &[String], departed: &HashSet<String>) -> SyncOutcome {
+        let previous = self.cache.entries();
+        let mut outcome = SyncOutcome::default();
+        let mut entries: HashMap<String, Arc<PeerDiscoveryEntry>> = HashMap::new();
         for id in peer_ids {
             let (entry, err) = self.fetch(id).await;
-            if let Some(err) = err {
-                tracing::info!(server_id = %id, error = %err, "error fetching peer discovery");
-                if !matches!(err, PeerDiscoveryError::HostPort { .. }) {
-                    reached.insert(id.clone());
+            let kept = match err {
+                Some(err) => {
+                    tracing::info!(server_id = %id, error = %err, "error fetching peer discovery");
+                    if !matches!(err, PeerDiscoveryError::HostPort { .. }) {
+                        outcome.reached.insert(id.clone());
+                    }
+                    outcome.result = Err(err);
+                    previous.get(id).cloned()
                 }
-                last_err = Some(err);
-            } else {
-                reached.insert(id.clone());
+                None => {
+                    outcome.reached.insert(id.clone());
+                    None
+                }
+            };
+            match kept {
+                Some(old) => {
+                    entries.insert(id.clone(), old);
+                }
+                None => {
+                    outcome.fresh.insert(id.clone());
+                    entries.insert(id.clone(), Arc::new(entry));
+                }
             }
-            if !entry.is_empty() {
-                entries.insert(id.clone(), entry);
+        }
+        for id in departed.iter().filter(|id| !peer_ids.contains(id)) {
+            if let Some(old) = previous.get(id) {
+                entries.insert(id.clone(), old.clone());
             }
         }
         self.cache.replace(entries);
-        (reached, last_err.map_or(Ok(()), Err))
+        outcome
     }
 
     /// Fetches one peer's discovery: the entry built from whatever succeeded, and the last

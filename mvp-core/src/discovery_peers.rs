@@ -28,6 +28,10 @@ pub const DEFAULT_LOCAL_REFRESH: Duration = Duration::from_secs(30 * 60);
 /// Upstream's grace period for the group versions of deleted CRDs and APIServices.
 pub const DEFAULT_EXCLUSION_GRACE: Duration = Duration::from_secs(5 * 60);
 
+/// How long a peer whose identity lease was deleted stays known (not upstream: see
+/// [`DiscoveryConfig::departed_peer_grace`]).
+pub const DEFAULT_DEPARTED_PEER_GRACE: Duration = Duration::from_secs(5);
+
 /// What this server serves itself, asked at start-up and then every refresh period.
 type LocalResources = Arc<dyn Fn() -> HashSet<GroupVersionResource> + Send + Sync>;
 
@@ -37,6 +41,7 @@ pub struct DiscoveryConfig {
     local_resources: LocalResources,
     local_refresh: Duration,
     exclusion_grace: Duration,
+    departed_peer_grace: Duration,
 }
 
 impl std::fmt::Debug for DiscoveryConfig {
@@ -44,6 +49,7 @@ impl std::fmt::Debug for DiscoveryConfig {
         f.debug_struct("DiscoveryConfig")
             .field("local_refresh", &self.local_refresh)
             .field("exclusion_grace", &self.exclusion_grace)
+            .field("departed_peer_grace", &self.departed_peer_grace)
             .finish_non_exhaustive()
     }
 }
@@ -51,12 +57,14 @@ impl std::fmt::Debug for DiscoveryConfig {
 impl DiscoveryConfig {
     /// `local_resources` lists every GVR this server serves, `resource/subresource` keys
     /// included, as its aggregated discovery lists them. Upstream's timers: a local refresh every
-    /// 30 minutes and a 5-minute exclusion grace.
+    /// 30 minutes and a 5-minute exclusion grace; departed peers are kept for
+    /// [`DEFAULT_DEPARTED_PEER_GRACE`].
     pub fn new(local_resources: impl Fn() -> HashSet<GroupVersionResource> + Send + Sync + 'static) -> Self {
         Self {
             local_resources: Arc::new(local_resources),
             local_refresh: DEFAULT_LOCAL_REFRESH,
             exclusion_grace: DEFAULT_EXCLUSION_GRACE,
+            departed_peer_grace: DEFAULT_DEPARTED_PEER_GRACE,
         }
     }
 
@@ -72,6 +80,19 @@ impl DiscoveryConfig {
     /// from peers' discovery.
     pub fn exclusion_grace(mut self, grace: Duration) -> Self {
         self.exclusion_grace = grace;
+        self
+    }
+
+    /// How long a peer whose identity lease was deleted stays known for what it served
+    /// ([`DEFAULT_DEPARTED_PEER_GRACE`]; zero forgets it at once, as upstream does).
+    ///
+    /// kube-apiserver 1.35+ deletes the lease a crashed predecessor left behind when it starts,
+    /// then creates its own: forgotten at once, the restarting peer's resources would be false
+    /// 404s (and garbage collection could act on them) until its new run is fetched. Kept, they
+    /// are 503s while it is unreachable, and its new run's discovery replaces the entry once
+    /// fetched. A peer stopped for good is forgotten after the grace.
+    pub fn departed_peer_grace(mut self, grace: Duration) -> Self {
+        self.departed_peer_grace = grace;
         self
     }
 }
@@ -289,6 +310,12 @@ impl DiscoveryPeers {
         // When a failed attempt is retried: fixed when it fails, so that other wake-ups do not
         // push the retry back.
         let mut retry_at: Option<Instant> = None;
+        // Peers whose lease went away, with when they are forgotten
+        // (DiscoveryConfig::departed_peer_grace).
+        let mut departed: HashMap<String, Instant> = HashMap::new();
+        // The run each cached entry was fetched from: an entry kept from an earlier run of a
+        // restarted peer does not make its new run known.
+        let mut entry_runs: HashMap<String, String> = HashMap::new();
         loop {
             let runs = leases.borrow_and_update().clone();
             if let Some(runs) = runs.filter(|_| pending) {
@@ -298,29 +325,40 @@ impl DiscoveryPeers {
                     .map(|run| (run.server_id.clone(), inner.endpoints.endpoint(&run.server_id)))
                     .collect();
                 let ids: Vec<String> = runs.iter().map(|run| run.server_id.clone()).collect();
-                let (reached_ids, result) = inner.sync.sync(&ids).await;
+                let now = Instant::now();
+                for id in cache.entries().keys().filter(|id| !used.contains_key(*id)) {
+                    departed
+                        .entry(id.clone())
+                        .or_insert(now + inner.config.departed_peer_grace);
+                }
+                departed.retain(|id, until| !used.contains_key(id) && *until > now);
+                let outcome = inner.sync.sync(&ids, &departed.keys().cloned().collect()).await;
                 cache.mark_synced();
-                // Only peers whose discovery this proxy holds: a peer this attempt could not
-                // fetch counts as reached for this server's readiness (one broken peer cannot
-                // hold everyone back), but must not take itself for known.
+                for run in runs.iter().filter(|run| outcome.fresh.contains(&run.server_id)) {
+                    entry_runs.insert(run.server_id.clone(), run.holder_identity.clone());
+                }
                 let entries = cache.entries();
+                entry_runs.retain(|id, _| entries.contains_key(id));
+                // Only runs whose discovery this proxy holds: a peer this attempt could not fetch
+                // counts as reached for this server's readiness (one broken peer cannot hold
+                // everyone back), but must not take itself for known.
                 let known = runs
                     .iter()
-                    .filter(|run| entries.contains_key(&run.server_id))
+                    .filter(|run| entry_runs.get(&run.server_id) == Some(&run.holder_identity))
                     .cloned()
                     .collect();
                 inner.known.send_replace(Some(Arc::new(known)));
                 // By run: a peer restarted at the same address is not reached until its new run is.
                 let reached = runs
                     .iter()
-                    .filter(|run| reached_ids.contains(&run.server_id))
+                    .filter(|run| outcome.reached.contains(&run.server_id))
                     .cloned()
                     .collect();
                 *inner
                     .reached
                     .write()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = reached;
-                failures = if result.is_ok() { 0 } else { failures + 1 };
+                failures = if outcome.result.is_ok() { 0 } else { failures + 1 };
                 retry_at =
                     (failures > 0 && failures <= MAX_RETRIES).then(|| Instant::now() + backoff(failures - 1));
             }
@@ -344,6 +382,12 @@ impl DiscoveryPeers {
                     });
                 }
                 () = sleep_until(retry_at) => pending = true,
+                () = sleep_until(departed.values().min().copied()) => {
+                    let now = Instant::now();
+                    departed.retain(|_, until| *until > now);
+                    cache.retain_peers(|id| used.contains_key(id) || departed.contains_key(id));
+                    pending = false;
+                }
             }
         }
     }

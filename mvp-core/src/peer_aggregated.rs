@@ -418,7 +418,7 @@ mod tests {
         );
 
         // The last peer leaving: back to the local document (upstream 1.36 keeps the old merge).
-        peers.replace(HashMap::new());
+        peers.replace(HashMap::<String, PeerDiscoveryEntry>::new());
         assert_eq!(handler.serve_apis(local.clone(), DEFAULT, None), alone);
         assert_eq!(counts(&handler).1, 5);
 

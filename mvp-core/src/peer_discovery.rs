@@ -142,14 +142,32 @@ impl PeerDiscoveryCache {
     }
 
     /// Replaces all entries (empty entries are dropped) and bumps [`Self::generation`].
-    pub(crate) fn replace(&self, entries: HashMap<String, PeerDiscoveryEntry>) {
+    pub(crate) fn replace<E: Into<Arc<PeerDiscoveryEntry>>>(
+        &self,
+        entries: impl IntoIterator<Item = (String, E)>,
+    ) {
         let entries = entries
             .into_iter()
+            .map(|(k, e)| (k, e.into()))
             .filter(|(_, e)| !e.is_empty())
-            .map(|(k, e)| (k, Arc::new(e)))
             .collect();
         self.entries.store(entries);
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Drops the entries of the peers `keep` refuses (bumping [`Self::generation`] when one goes),
+    /// without fetching anything.
+    pub(crate) fn retain_peers(&self, keep: impl Fn(&str) -> bool) {
+        let entries = self.entries.load();
+        if entries.keys().all(|id| keep(id)) {
+            return;
+        }
+        self.replace(
+            entries
+                .iter()
+                .filter(|(id, _)| keep(id))
+                .map(|(id, e)| (id.clone(), e.clone())),
+        );
     }
 
     /// Replaces the excluded group versions and bumps [`Self::generation`].
@@ -233,8 +251,7 @@ impl PeerDiscoveryCache {
         cache.replace(
             peers
                 .into_iter()
-                .map(|(id, lists)| (id.to_owned(), PeerDiscoveryEntry::from_discovery_lists(lists)))
-                .collect(),
+                .map(|(id, lists)| (id.to_owned(), PeerDiscoveryEntry::from_discovery_lists(lists))),
         );
         cache.mark_synced();
         Arc::new(cache)

@@ -27,6 +27,10 @@ impl Endpoints {
     fn set(&self, id: &str, address: &str) {
         self.0.write().unwrap().insert(id.to_owned(), address.to_owned());
     }
+
+    fn remove(&self, id: &str) {
+        self.0.write().unwrap().remove(id);
+    }
 }
 
 impl PeerEndpoints for Endpoints {
@@ -114,7 +118,8 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
     endpoints.set("b", &b.addr.to_string());
     let transport = PeerTransport::new(&pki.peer_tls("front-proxy-client")).unwrap();
     let config = DiscoveryConfig::new(|| HashSet::from([GroupVersionResource::new("", "v1", "pods")]))
-        .exclusion_grace(Duration::from_millis(1500));
+        .exclusion_grace(Duration::from_millis(1500))
+        .departed_peer_grace(Duration::from_millis(300));
     let (layer, peers) = MvpLayer::builder("a", endpoints.clone(), transport)
         .chooser(|_: usize| 0)
         .discovery(config);
@@ -187,7 +192,7 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
     })
     .await;
 
-    // c's lease is deleted: its group is no longer proxied.
+    // c's lease is deleted: after the departed-peer grace its group is no longer proxied.
     peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2")]);
     eventually("c is forgotten", async || {
         answer(&layer, "c.example.com").await == "local"
@@ -205,7 +210,8 @@ async fn a_lease_deleted_while_addresses_change_is_not_lost() {
     let endpoints = Arc::new(Endpoints::default());
     endpoints.set("b", &b.addr.to_string());
     let transport = PeerTransport::new(&pki.peer_tls("front-proxy-client")).unwrap();
-    let config = DiscoveryConfig::new(HashSet::new);
+    // Forgotten at once, as upstream: the deletion must be seen by the very next attempt.
+    let config = DiscoveryConfig::new(HashSet::new).departed_peer_grace(Duration::ZERO);
     let (layer, peers) = MvpLayer::builder("a", endpoints.clone(), transport).discovery(config);
     let driver = tokio::spawn(peers.run());
     for run in 1..=8 {
@@ -222,5 +228,99 @@ async fn a_lease_deleted_while_addresses_change_is_not_lost() {
         })
         .await;
     }
+    driver.abort();
+}
+
+/// The status and body of `GET /apis/<group>/v1/widgets` through the layer.
+async fn outcome(layer: &MvpLayer, group: &str) -> (u16, String) {
+    let inner = tower::service_fn(|_req: Request<Full<Bytes>>| async {
+        let mut response = Response::new(Full::new(Bytes::from("404 page not found\n")));
+        *response.status_mut() = StatusCode::NOT_FOUND;
+        Ok::<_, std::convert::Infallible>(response)
+    });
+    let mut req = Request::get(format!("/apis/{group}/v1/widgets"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    req.extensions_mut().insert(UserInfo::new("alice"));
+    let response = layer.layer(inner).oneshot(req).await.unwrap();
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A peer that crashes and comes back as kube-apiserver 1.35+ does (its new run deletes the
+/// stale lease, then creates its own, before its address is published): what it served stays
+/// known throughout, so its group is a 503 while it cannot be reached and never the local 404;
+/// its new run replaces the entry once fetched, and is known only then. Deleted for good, it is
+/// forgotten after the grace.
+#[tokio::test]
+async fn a_restarting_peer_stays_known_until_its_new_run_is_fetched() {
+    let pki = Pki::new();
+    let (b1, _) = peer(&pki, "b", "b.example.com").await;
+    let endpoints = Arc::new(Endpoints::default());
+    endpoints.set("b", &b1.addr.to_string());
+    let transport = PeerTransport::new(&pki.peer_tls("front-proxy-client")).unwrap();
+    let config = DiscoveryConfig::new(HashSet::new).departed_peer_grace(Duration::from_millis(800));
+    let (layer, peers) = MvpLayer::builder("a", endpoints.clone(), transport).discovery(config);
+    let driver = tokio::spawn(peers.run());
+    peers.set_identity_leases(&[lease("b", "b_1")]);
+    eventually("b's first run is known", async || {
+        known(&peers) == [run("b", "b_1")]
+    })
+    .await;
+    assert_eq!(outcome(&layer, "b.example.com").await.0, 200);
+
+    // b crashes: its address refuses connections.
+    drop(b1);
+    eventually("the dead b is a 503", async || {
+        outcome(&layer, "b.example.com").await.0 == 503
+    })
+    .await;
+
+    // Its new run deletes the stale lease: the attempt that follows keeps b for the grace.
+    peers.set_identity_leases(&[]);
+    eventually("the deletion is synced", async || known(&peers).is_empty()).await;
+    assert_eq!(outcome(&layer, "b.example.com").await.0, 503, "not a false 404");
+
+    // ... and creates its own, its address not yet moved: asked, unreachable, kept.
+    peers.set_identity_leases(&[lease("b", "b_2")]);
+    eventually("b's new run is asked", async || peers.is_ready()).await;
+    assert!(
+        known(&peers).is_empty(),
+        "the new run is not known before it is fetched"
+    );
+    assert_eq!(outcome(&layer, "b.example.com").await.0, 503, "not a false 404");
+    // Its old address record lapses: the 503 Status of an unresolvable peer, still no 404, and
+    // for longer than the grace (b's lease exists).
+    endpoints.remove("b");
+    peers.peer_endpoints_changed();
+    let lapsed = tokio::time::Instant::now();
+    while lapsed.elapsed() < Duration::from_millis(1200) {
+        let (status, body) = outcome(&layer, "b.example.com").await;
+        assert_eq!(status, 503, "{body}");
+        tokio::task::yield_now().await;
+    }
+
+    // The new run publishes its address: fetched at once, known, served.
+    let (b2, _) = peer(&pki, "b", "b.example.com").await;
+    endpoints.set("b", &b2.addr.to_string());
+    peers.peer_endpoints_changed();
+    eventually("b's new run is known", async || {
+        known(&peers) == [run("b", "b_2")]
+    })
+    .await;
+    assert_eq!(
+        outcome(&layer, "b.example.com").await,
+        (200, "served by b".to_owned())
+    );
+
+    // Stopped for good: its lease is deleted and stays deleted. Kept for the grace, then the
+    // local 404.
+    peers.set_identity_leases(&[]);
+    eventually("the deletion is synced", async || known(&peers).is_empty()).await;
+    eventually("b is forgotten after the grace", async || {
+        outcome(&layer, "b.example.com").await.0 == 404
+    })
+    .await;
     driver.abort();
 }

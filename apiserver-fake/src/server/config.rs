@@ -145,6 +145,12 @@ pub struct ServerFlags {
     /// peer discovery data, in seconds (upstream: 300).
     #[arg(long, default_value_t = 300)]
     pub gv_exclusion_grace_period_seconds: u64,
+    /// (fake) How long the proxy keeps what a peer served after its identity lease is deleted, in
+    /// seconds (Discovery mode; 0 forgets it at once, as upstream). A restarting 1.35+ server deletes
+    /// its crashed predecessor's lease before creating its own: kept, the peer's resources are 503s
+    /// while it comes back instead of false 404s.
+    #[arg(long, default_value_t = 5)]
+    pub departed_peer_grace_seconds: u64,
     /// (fake) How often the StorageVersion garbage collector (kube-controller-manager's, run by the fake)
     /// re-checks StorageVersion entries against identity leases, in seconds; it also runs on every lease
     /// or StorageVersion change.
@@ -218,6 +224,8 @@ pub struct ServerOptions {
     pub local_discovery_refresh: Duration,
     /// Grace period of the group versions of deleted CRDs/APIServices in the exclusion set.
     pub gv_exclusion_grace_period: Duration,
+    /// How long a peer whose identity lease was deleted stays known.
+    pub departed_peer_grace: Duration,
     /// Period of the StorageVersion garbage collector's full pass.
     pub storage_version_gc_period: Duration,
     /// `--request-timeout`: the deadline of every request that is not long-running.
@@ -531,6 +539,7 @@ impl ServerFlags {
             peer_endpoint_refresh: Duration::from_secs(self.peer_endpoint_refresh_seconds),
             local_discovery_refresh: Duration::from_secs(self.local_discovery_refresh_seconds),
             gv_exclusion_grace_period: Duration::from_secs(self.gv_exclusion_grace_period_seconds),
+            departed_peer_grace: Duration::from_secs(self.departed_peer_grace_seconds),
             storage_version_gc_period: Duration::from_secs(self.storage_version_gc_period_seconds),
             request_timeout,
             authorizer: crate::chain::authorization::Authorizer::from_flag(&self.authorization_mode)?,

@@ -355,7 +355,8 @@ pub async fn install(
             let served = served.clone();
             let config = DiscoveryConfig::new(move || served_gvrs(&served.borrow()))
                 .local_refresh(options.local_discovery_refresh)
-                .exclusion_grace(options.gv_exclusion_grace_period);
+                .exclusion_grace(options.gv_exclusion_grace_period)
+                .departed_peer_grace(options.departed_peer_grace);
             let (layer, peers) = builder.discovery(config);
             if let Some(handler) = peer_aggregated {
                 handler.connect(&peers);
