@@ -57,7 +57,8 @@ impl std::fmt::Debug for DiscoveryConfig {
 impl DiscoveryConfig {
     /// `local_resources` lists every GVR this server serves, `resource/subresource` keys
     /// included, as its aggregated discovery lists them. Upstream's timers: a local refresh every
-    /// 30 minutes and a 5-minute exclusion grace; departed peers are kept for 5 seconds.
+    /// 30 minutes and a 5-minute exclusion grace; departed peers are kept for
+    /// [`DEFAULT_DEPARTED_PEER_GRACE`].
     pub fn new(local_resources: impl Fn() -> HashSet<GroupVersionResource> + Send + Sync + 'static) -> Self {
         Self {
             local_resources: Arc::new(local_resources),
@@ -83,7 +84,7 @@ impl DiscoveryConfig {
     }
 
     /// How long a peer whose identity lease was deleted stays known for what it served
-    /// (5 seconds by default; zero forgets it at once, as upstream does).
+    /// ([`DEFAULT_DEPARTED_PEER_GRACE`] by default; zero forgets it at once, as upstream does).
     ///
     /// kube-apiserver 1.35+ deletes the lease a crashed predecessor left behind when it starts,
     /// then creates its own: forgotten at once, the restarting peer's resources would be false

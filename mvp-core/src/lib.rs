@@ -104,7 +104,8 @@ pub use body::{BoxError, MvpBody};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};
 pub use discovery_merge::merge_peer_discovery;
 pub use discovery_peers::{
-    DEFAULT_EXCLUSION_GRACE, DEFAULT_LOCAL_REFRESH, DiscoveryConfig, DiscoveryPeers, PeerRun,
+    DEFAULT_DEPARTED_PEER_GRACE, DEFAULT_EXCLUSION_GRACE, DEFAULT_LOCAL_REFRESH, DiscoveryConfig,
+    DiscoveryPeers, PeerRun,
 };
 pub use future::ResponseFuture;
 pub use gvr::GroupVersionResource;
