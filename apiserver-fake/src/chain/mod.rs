@@ -28,6 +28,7 @@ pub mod inflight;
 pub mod rbac;
 pub mod request_log;
 pub mod routing;
+pub mod x509_v1;
 
 use std::convert::Infallible;
 use std::future::Future;
