@@ -287,6 +287,33 @@ async fn a_keep_alive_connection_answers_the_next_request_after_early_errors() {
     drop(demo);
 }
 
+/// A request head over `MaxHeaderBytes` (1 MiB, plus Go's 4 KiB of slack) made of many fields, sent in
+/// one write, is refused with 431 as one large field is; 5,000 small fields are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_heads_over_a_mebibyte_get_431_however_they_are_made() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &[]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let url = server(&manifest, "b")["url"].as_str().expect("url").to_owned();
+    let d = dir.path();
+    let (cert, key) = (d.join("admin.crt"), d.join("admin.key"));
+    let kib = "y".repeat(1024);
+    for (fields, value, code) in [(2000, kib.as_str(), 431), (5000, "v", 200)] {
+        let mut connection = Connection::open(&url, d, Some((&cert, &key))).await;
+        let headers: Vec<(String, String)> = (0..fields)
+            .map(|i| (format!("x-field-{i}"), value.to_owned()))
+            .collect();
+        let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        connection.send_head("GET", "/version", &headers).await;
+        let answer = connection.read_answer().await.expect("an answer");
+        assert_eq!(answer.code, code, "{fields} fields");
+        if code == 431 {
+            assert!(answer.closes());
+        }
+    }
+    drop(demo);
+}
+
 /// A 100 MB POST with `Expect: 100-continue`: the server reads up to its limit, then answers
 /// upstream's 413 Status (with `Connection: close`) while the client is still sending, and the client
 /// reads it before the connection closes.

@@ -19,7 +19,7 @@ use crate::chain::authentication::ConnectionInfo;
 
 /// kube-apiserver's `MaxHeaderBytes` (`1 << 20`): the request headers one request may carry, over
 /// HTTP/1.1 and HTTP/2 (hyper's defaults are about 400 KiB and 16 KiB).
-const MAX_HEADER_BYTES: usize = 1 << 20;
+pub(super) const MAX_HEADER_BYTES: usize = 1 << 20;
 
 /// Concurrent HTTP/2 streams per connection: kube-apiserver sets `--http2-max-streams-per-connection`
 /// to 1000 (hyper's default, 200, lets 200 open watches of one client stall all its other requests).

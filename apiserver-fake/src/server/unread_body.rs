@@ -1,6 +1,6 @@
 //! What happens to a request body the handler chain did not read, on HTTP/1.1: Go's `net/http` server
 //! rules (`chunkWriter.writeHeader`), so that a keep-alive client's next request on the connection
-//! gets an answer.
+//! gets an answer. Also Go's limit on the size of an HTTP/1.1 request head (`MaxHeaderBytes`).
 //!
 //! A handler may answer without reading the body (401, 403, 415, a proxied request whose peer is
 //! down, …) or after reading part of it (413). hyper would then close the connection after the
@@ -125,6 +125,9 @@ pub async fn serve(app: HandlerChain, req: Request<Incoming>) -> Result<Response
     if req.version() == Version::HTTP_2 {
         return app.oneshot(req.map(Body::new)).await;
     }
+    if head_bytes(&req) > super::listener::MAX_HEADER_BYTES + 4096 {
+        return Ok(request_head_too_large());
+    }
     let expects_continue = req
         .headers()
         .get(header::EXPECT)
@@ -150,6 +153,32 @@ pub async fn serve(app: HandlerChain, req: Request<Incoming>) -> Result<Response
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     Ok(response)
+}
+
+/// The size of the request's head as it came on the wire (request line, header lines, blank line).
+fn head_bytes<B>(req: &Request<B>) -> usize {
+    let line = req.method().as_str().len() + 1 + req.uri().to_string().len() + " HTTP/1.1\r\n".len();
+    let fields: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + 2 + value.len() + 2)
+        .sum();
+    line + fields + 2
+}
+
+/// Go's answer to a request head over `MaxHeaderBytes` (plus its 4 KiB of slack): 431, the status line
+/// as the body, and the connection closed. hyper refuses a head that does not fit its read buffer, but
+/// one made of many fields can get through it whole, so the limit is checked here too.
+fn request_head_too_large() -> Response<Body> {
+    let mut response = Response::new(Body::from("431 Request Header Fields Too Large"));
+    *response.status_mut() = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// Reads and discards what is left of the body, up to [`MAX_POST_HANDLER_READ_BYTES`]; whether it
