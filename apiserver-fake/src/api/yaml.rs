@@ -8,8 +8,8 @@
 //! value is built. A caller whose stack cannot take a value that deep asks for less
 //! ([`decode_with_max_depth`]).
 //! The parser recurses once per level with large frames in unoptimised builds, more than a Tokio
-//! worker stack holds at that depth, so decoding runs on a stack segment of its own (`DECODE_STACK`,
-//! via stacker).
+//! worker stack holds at that depth, so decoding runs on a stack segment of its own, sized for the
+//! document (`decode_stack`, via stacker).
 
 use serde_json::Value;
 
@@ -21,9 +21,23 @@ pub const MAX_DEPTH: usize = 10_000;
 /// is not enough there, 32 KiB is).
 const DECODE_STACK_PER_LEVEL: usize = 32 * 1024;
 
-/// The stack decoding gets, whatever thread it runs on: enough for [`MAX_DEPTH`] levels (reserved
-/// address space; only what a document's depth touches is ever committed).
-const DECODE_STACK: usize = MAX_DEPTH * DECODE_STACK_PER_LEVEL + (16 << 20);
+/// The stack decoding gets beyond what its depth needs, whatever thread it runs on.
+const DECODE_STACK_BASE: usize = 16 << 20;
+
+/// The stack decoding `bytes` to at most `max_depth` levels gets (reserved address space; only what the
+/// document's depth touches is committed): sized by an upper bound of the document's nesting, the
+/// number of characters that can open a collection (`[`, `{`, `:`, `-`), so a small manifest does not
+/// reserve what 10,000 levels need. Aliases cannot nest deeper than the text: an alias names a
+/// collection that was complete before it.
+fn decode_stack(bytes: &[u8], max_depth: usize) -> usize {
+    let bound = bytes
+        .iter()
+        .filter(|b| matches!(b, b'[' | b'{' | b':' | b'-'))
+        .count()
+        .saturating_add(1)
+        .min(max_depth.saturating_add(1));
+    bound * DECODE_STACK_PER_LEVEL + DECODE_STACK_BASE
+}
 
 /// Why YAML could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -98,14 +112,14 @@ pub fn decode(bytes: &[u8]) -> Result<Value, YamlError> {
 /// [`MAX_DEPTH`]; less is [`YamlError::TooDeepForStack`]).
 pub fn decode_with_max_depth(bytes: &[u8], max_depth: usize) -> Result<Value, YamlError> {
     let max_depth = max_depth.min(MAX_DEPTH);
-    stacker::grow(DECODE_STACK, || {
+    stacker::grow(decode_stack(bytes, max_depth), || {
         serde_saphyr::from_slice_with_options(bytes, options(max_depth)).map_err(|e| error(&e, max_depth))
     })
 }
 
 /// Every document of a YAML stream (`---` separated), as JSON.
 pub fn decode_stream(text: &str) -> Result<Vec<Value>, YamlError> {
-    stacker::grow(DECODE_STACK, || {
+    stacker::grow(decode_stack(text.as_bytes(), MAX_DEPTH), || {
         serde_saphyr::from_multiple_with_options(text, options(MAX_DEPTH)).map_err(|e| error(&e, MAX_DEPTH))
     })
 }
