@@ -157,7 +157,11 @@ pub async fn serve(app: HandlerChain, req: Request<Incoming>) -> Result<Response
 
 /// The size of the request's head as it came on the wire (request line, header lines, blank line).
 fn head_bytes<B>(req: &Request<B>) -> usize {
-    let line = req.method().as_str().len() + 1 + req.uri().to_string().len() + " HTTP/1.1\r\n".len();
+    let uri = req.uri();
+    let target = uri.path_and_query().map_or(1, |pq| pq.as_str().len())
+        + uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len());
+    let line = req.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
     let fields: usize = req
         .headers()
         .iter()
