@@ -1,7 +1,7 @@
-//! JSON bodies nest as deep as upstream allows (Go's `encoding/json`: 10,000 levels), driven from outside
-//! against the built binary, whose worker stacks are sized for it: a ConfigMap with an undeclared field
-//! 10,000 levels deep is created (the field dropped, with a warning), one level more is upstream's 400,
-//! and the server keeps serving.
+//! JSON and YAML bodies nest as deep as upstream allows (Go's `encoding/json` and go-yaml: 10,000
+//! levels), driven from outside against the built binary, whose worker stacks are sized for it: a
+//! ConfigMap with an undeclared field 10,000 levels deep is created (the field dropped, with a warning),
+//! one level more is upstream's 400 in upstream's words, and the server keeps serving.
 
 mod support;
 
@@ -41,6 +41,31 @@ async fn json_bodies_nest_as_deep_as_upstream_allows() {
     assert_eq!(
         refused.json()["message"],
         "couldn't get version/kind; json parse error: exceeded max depth"
+    );
+
+    // YAML (here its flow style, which JSON text is): go-yaml's limit and words.
+    let yaml = [("content-type", "application/yaml")];
+    let deepest = config_map("deepest-yaml", 10_000);
+    let created = b.send(Method::POST, CONFIGMAPS, &yaml, Some(&deepest)).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    let too_deep = config_map("too-deep-yaml", 10_001);
+    let refused = b.send(Method::POST, CONFIGMAPS, &yaml, Some(&too_deep)).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        refused.json()["message"],
+        "error converting YAML to JSON: yaml: exceeded max depth of 10000"
+    );
+    let block: String = (0..200).map(|i| format!("{}x:\n", " ".repeat(i))).collect();
+    let nested = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: block-yaml\n{block}{}1\n",
+        " ".repeat(200)
+    );
+    let created = b.send(Method::POST, CONFIGMAPS, &yaml, Some(&nested)).await;
+    assert_eq!(
+        created.status,
+        StatusCode::CREATED,
+        "200 block levels: {}",
+        created.text()
     );
 
     assert_eq!(

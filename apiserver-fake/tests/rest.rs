@@ -1237,8 +1237,8 @@ async fn pods_get_a_generation_from_1_33() {
 }
 
 /// Malformed read parameters get kube-apiserver's answers (code, reason, message), in its order:
-/// decoding (400), `ValidateListOptions` (422), the storage layer (500 from the watch cache, 400 from
-/// etcd for a malformed resourceVersion).
+/// decoding (400), `ValidateListOptions` (422), the storage layer (a malformed resourceVersion: 400 on
+/// lists and deletecollection, 500 from the watch cache on gets and watches).
 #[tokio::test]
 async fn malformed_read_parameters_get_upstreams_answers() {
     let api = Api::new();
@@ -1247,8 +1247,8 @@ async fn malformed_read_parameters_get_upstreams_answers() {
         r#"resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax"#;
     let invalid_rv_etcd = format!("invalid resource version: {parse_uint}");
     let cases: Vec<(String, u16, String)> = vec![
-        (format!("{JOBS}?resourceVersion=abc"), 500, parse_uint.to_owned()),
-        (format!("{JOBS}?resourceVersion=abc&limit=5"), 400, invalid_rv_etcd),
+        (format!("{JOBS}?resourceVersion=abc"), 400, invalid_rv_etcd.clone()),
+        (format!("{JOBS}?resourceVersion=abc&limit=5"), 400, invalid_rv_etcd.clone()),
         (format!("{JOBS}/a?resourceVersion=abc"), 500, parse_uint.to_owned()),
         (format!("{JOBS}?watch=true&resourceVersion=abc"), 500, parse_uint.to_owned()),
         (
@@ -1281,8 +1281,17 @@ async fn malformed_read_parameters_get_upstreams_answers() {
                 .to_owned(),
         ),
     ];
-    for (path, code, message) in cases {
-        let reply = api.send(Method::GET, &path, &[], vec![]).await;
+    let cases = cases
+        .into_iter()
+        .map(|(path, code, message)| (Method::GET, path, code, message));
+    let delete_collection = (
+        Method::DELETE,
+        format!("{JOBS}?resourceVersion=abc"),
+        400,
+        invalid_rv_etcd.clone(),
+    );
+    for (method, path, code, message) in cases.chain([delete_collection]) {
+        let reply = api.send(method, &path, &[], vec![]).await;
         assert_eq!(reply.status.as_u16(), code, "{path}: {}", reply.text);
         let status = reply.json();
         assert_eq!(status["kind"], "Status", "{path}");

@@ -69,3 +69,62 @@ async fn an_rbac_cluster_is_bootstrapped_before_its_manifest_appears() {
     assert!(rules.len() > 5, "aggregated into edit: {rules:?}");
     drop(demo);
 }
+
+/// A `cluster` killed with SIGKILL leaves its `cluster.json` behind; the next run in the same directory
+/// removes it before anything else, and its own manifest names its own pid. A script polling the file
+/// sees the old run's manifest (its pid that of a dead process), then no file, then the new run's,
+/// never the old one once the new run has started removing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_runs_manifest_is_gone_before_the_next_run_writes_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cluster.json");
+    let mut first = Demo::start(dir.path(), &[]);
+    let manifest = first.wait_for_manifest(dir.path());
+    assert_eq!(
+        manifest["pid"],
+        first.child.id(),
+        "the manifest names the cluster process"
+    );
+    let old_pid = first.child.id();
+    first.child.kill().expect("SIGKILL");
+    first.child.wait().expect("reaped");
+    assert!(path.exists(), "a SIGKILLed run cannot remove its manifest");
+
+    let mut second = Demo::start(dir.path(), &[]);
+    let new_pid = second.child.id();
+    // Poll as a tight shell loop would: old* → absent+ → new, nothing else.
+    let mut saw_absent = false;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match std::fs::read_to_string(&path) {
+            Err(_) => saw_absent = true,
+            Ok(text) => {
+                let manifest: serde_json::Value = serde_json::from_str(&text).expect("a complete manifest");
+                if manifest["pid"] == new_pid {
+                    assert!(
+                        saw_absent,
+                        "the old manifest was removed before the new one was written"
+                    );
+                    break;
+                }
+                assert_eq!(
+                    manifest["pid"], old_pid,
+                    "only the old run's manifest before the new one"
+                );
+                assert!(!saw_absent, "the old manifest came back after it was removed");
+            }
+        }
+        if let Some(status) = second.child.try_wait().expect("wait") {
+            panic!("the second cluster exited: {status}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new manifest within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let manifest = second.wait_for_manifest(dir.path());
+    let a = admin(dir.path(), server(&manifest, "a"));
+    assert_eq!(a.get("/readyz").await.status, StatusCode::OK);
+    drop(second);
+}

@@ -112,7 +112,7 @@ pub enum AuthSetupError {
 /// The union of authenticators a server runs.
 pub struct Authenticator {
     request_header: Option<RequestHeaderAuthenticator>,
-    client_ca: Option<Arc<dyn ClientCertVerifier>>,
+    client_ca: Option<ClientCa>,
     tokens: HashMap<String, UserInfo>,
     anonymous: bool,
 }
@@ -231,14 +231,15 @@ impl Authenticator {
     /// Builds the union from kube-apiserver's authentication flags.
     pub fn new(flags: &AuthenticationOptions) -> Result<Self, AuthSetupError> {
         let client_ca = match &flags.client_ca_file {
-            Some(path) => Some(
-                WebPkiClientVerifier::builder(Arc::new(read_root_store(path)?))
+            Some(path) => Some(ClientCa {
+                verifier: WebPkiClientVerifier::builder(Arc::new(read_root_store(path)?))
                     .build()
                     .map_err(|e| AuthSetupError::BadCa {
                         path: path.clone(),
                         reason: e.to_string(),
                     })?,
-            ),
+                certs: read_pem_certs(path)?,
+            }),
             None => None,
         };
         let request_header = match &flags.requestheader_client_ca_file {
@@ -292,9 +293,8 @@ impl Authenticator {
             return Some(with_authenticated_group(user));
         }
         self.strip_identity_headers(headers);
-        if let (Some(verifier), Some(chain)) = (&self.client_ca, chain)
-            && let Some(user) =
-                verdicts.reuse(&verdicts.x509_user, chain, || x509_user(verifier.as_ref(), chain))
+        if let (Some(client_ca), Some(chain)) = (&self.client_ca, chain)
+            && let Some(user) = verdicts.reuse(&verdicts.x509_user, chain, || x509_user(client_ca, chain))
         {
             return Some(with_authenticated_group(user));
         }
@@ -336,12 +336,28 @@ fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
     user
 }
 
+/// `--client-ca-file`: the verifier of client certificate chains, and the CA certificates themselves
+/// (for v1 leaves, which the verifier cannot parse: [`crate::chain::x509_v1`]).
+struct ClientCa {
+    verifier: Arc<dyn ClientCertVerifier>,
+    certs: Vec<CertificateDer<'static>>,
+}
+
 /// The user of a client certificate that chains to the client CA: CN is the name, each O a group.
-fn x509_user(verifier: &dyn ClientCertVerifier, chain: &[CertificateDer<'static>]) -> Option<UserInfo> {
+fn x509_user(client_ca: &ClientCa, chain: &[CertificateDer<'static>]) -> Option<UserInfo> {
     let (leaf, intermediates) = chain.split_first()?;
-    verifier
-        .verify_client_cert(leaf, intermediates, UnixTime::now())
-        .ok()?;
+    let now = UnixTime::now();
+    let verified = if crate::chain::x509_v1::is_v1(leaf) {
+        crate::chain::x509_v1::issued_by_trusted_ca(leaf, &client_ca.certs, now)
+    } else {
+        client_ca
+            .verifier
+            .verify_client_cert(leaf, intermediates, now)
+            .is_ok()
+    };
+    if !verified {
+        return None;
+    }
     let (_, cert) = x509_parser::parse_x509_certificate(leaf).ok()?;
     let subject = cert.subject();
     let name = subject.iter_common_name().next()?.as_str().ok()?.to_owned();

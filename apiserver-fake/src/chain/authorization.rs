@@ -140,25 +140,142 @@ impl Default for Authorizer {
     }
 }
 
-impl Authorize for Authorizer {
-    fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision {
+/// What the authorizer chain says about one request, as a `SubjectAccessReviewStatus` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Review {
+    /// Some mode allowed the request.
+    pub allowed: bool,
+    /// Upstream's reason: the allowing mode's (`RBAC: allowed by …`, or empty), else every mode's
+    /// non-empty reason joined by newlines.
+    pub reason: String,
+}
+
+/// The rules a user has in a namespace, as a `SelfSubjectRulesReview` reports them (upstream's union
+/// of the modes' `RulesFor`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rules {
+    /// Rules on resources (`verbs`, `apiGroups`, `resources`, `resourceNames`).
+    pub resource_rules: Vec<crate::chain::rbac::policy::PolicyRule>,
+    /// Rules on non-resource URLs (`verbs`, `nonResourceURLs`).
+    pub non_resource_rules: Vec<crate::chain::rbac::policy::PolicyRule>,
+    /// Whether some mode could not enumerate what it allows (upstream: the node authorizer for a
+    /// node's user, webhooks).
+    pub incomplete: bool,
+    /// The modes' errors (missing roles, a node's user), joined as Go's aggregate.
+    pub evaluation_error: String,
+}
+
+impl Authorizer {
+    /// The union's decision with its reason (a `SubjectAccessReview`'s status).
+    pub fn review(&self, user: &UserInfo, info: &RequestInfo) -> Review {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
-            return Decision::Allow;
+            return Review {
+                allowed: true,
+                reason: String::new(),
+            };
         }
         let mut reasons = Vec::new();
         for mode in &self.modes {
             match mode {
-                AuthorizationMode::AlwaysAllow => return Decision::Allow,
+                AuthorizationMode::AlwaysAllow => {
+                    return Review {
+                        allowed: true,
+                        reason: String::new(),
+                    };
+                }
                 AuthorizationMode::AlwaysDeny => reasons.push("Everything is forbidden.".to_owned()),
                 AuthorizationMode::Node => {}
                 AuthorizationMode::Rbac => match self.rbac.as_ref().map(|rbac| rbac.authorize(user, info)) {
-                    Some(Ok(())) => return Decision::Allow,
+                    Some(Ok(reason)) => {
+                        return Review {
+                            allowed: true,
+                            reason,
+                        };
+                    }
                     Some(Err(reason)) if !reason.is_empty() => reasons.push(reason),
                     _ => {}
                 },
             }
         }
-        Decision::Deny(reasons.join("\n"))
+        Review {
+            allowed: false,
+            reason: reasons.join("\n"),
+        }
+    }
+
+    /// The rules `user` has in `namespace`: the union of the modes' `RulesFor` (`AlwaysAllow`: every
+    /// verb on everything; `AlwaysDeny`: none; `RBAC`: the bound rules, split into resource and
+    /// non-resource rules as upstream's `RBACAuthorizer.RulesFor`; `Node`: nothing, and incomplete
+    /// with upstream's error for a node's user). The privileged group has no rule resolver upstream,
+    /// so `system:masters` sees what the other modes give it.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        use crate::chain::rbac::policy::PolicyRule;
+        let mut rules = Rules::default();
+        let mut errors = Vec::new();
+        let all = |values: &[&str]| values.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>();
+        for mode in &self.modes {
+            match mode {
+                AuthorizationMode::AlwaysAllow => {
+                    rules.resource_rules.push(PolicyRule {
+                        verbs: all(&["*"]),
+                        api_groups: all(&["*"]),
+                        resources: all(&["*"]),
+                        ..PolicyRule::default()
+                    });
+                    rules.non_resource_rules.push(PolicyRule {
+                        verbs: all(&["*"]),
+                        non_resource_urls: all(&["*"]),
+                        ..PolicyRule::default()
+                    });
+                }
+                AuthorizationMode::AlwaysDeny => {}
+                AuthorizationMode::Node => {
+                    let is_node = user.name.starts_with("system:node:")
+                        && user.groups.iter().any(|g| g == "system:nodes");
+                    if is_node {
+                        rules.incomplete = true;
+                        errors.push("node authorizer does not support user rule resolution".to_owned());
+                    }
+                }
+                AuthorizationMode::Rbac => {
+                    let Some(rbac) = &self.rbac else { continue };
+                    let (bound, error) = rbac.rules_for(user, namespace);
+                    for rule in bound {
+                        if !rule.resources.is_empty() {
+                            rules.resource_rules.push(PolicyRule {
+                                non_resource_urls: Vec::new(),
+                                ..rule.clone()
+                            });
+                        }
+                        if !rule.non_resource_urls.is_empty() {
+                            rules.non_resource_rules.push(PolicyRule {
+                                verbs: rule.verbs.clone(),
+                                non_resource_urls: rule.non_resource_urls.clone(),
+                                ..PolicyRule::default()
+                            });
+                        }
+                    }
+                    errors.extend(error);
+                }
+            }
+        }
+        rules.evaluation_error = match errors.as_slice() {
+            [] => String::new(),
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        rules
+    }
+}
+
+impl Authorize for Authorizer {
+    fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision {
+        let review = self.review(user, info);
+        if review.allowed {
+            Decision::Allow
+        } else {
+            Decision::Deny(review.reason)
+        }
     }
 }
 

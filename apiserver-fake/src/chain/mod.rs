@@ -18,6 +18,7 @@
 //! and in front of routing, so it sees every resource request before the router would answer 404. The
 //! deadline wraps it, so a hung peer cannot hold a proxied request for ever.
 
+pub mod access_review;
 pub mod authentication;
 pub mod authorization;
 mod filters;
@@ -27,6 +28,7 @@ pub mod inflight;
 pub mod rbac;
 pub mod request_log;
 pub mod routing;
+pub mod x509_v1;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -97,13 +97,18 @@ async fn api<S: ServerContext>(State(state): State<Arc<S>>, req: Request) -> Res
     if !info.is_resource_request {
         return not_found::not_found();
     }
-    if crate::api::whoami::is_self_subject_review(&info)
-        && served
+    let served_here = || {
+        served
             .resource(&info.api_group, &info.api_version, &info.resource)
             .is_some()
-    {
+    };
+    if crate::api::whoami::is_self_subject_review(&info) && served_here() {
         let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
-        return crate::api::whoami::self_subject_review(&info, &user);
+        return crate::api::whoami::self_subject_review(&info, &user, &parts, body).await;
+    }
+    if super::access_review::is_access_review(&info) && served_here() {
+        let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
+        return super::access_review::serve(state.authorizer(), &info, &user, &parts, body).await;
     }
     let ctx = crate::api::rest::RestContext::new(state.store().clone(), served, state.binary_version())
         .with_service_cidr(state.service_cidr());

@@ -468,7 +468,9 @@ impl Cluster {
         Ok(())
     }
 
-    /// `cluster.json`: `{"servers":[{"name","url","kubernetesVersion","kubeconfig"}]}`.
+    /// `cluster.json`: `{"pid","servers":[{"name","url","kubernetesVersion","kubeconfig"}]}`, where
+    /// `pid` is this process's (the `cluster` command's), so a script can tell this run's manifest
+    /// from one a killed run left behind.
     pub fn manifest(&self) -> serde_json::Value {
         let servers: Vec<_> = self
             .servers
@@ -482,7 +484,7 @@ impl Cluster {
                 })
             })
             .collect();
-        json!({ "servers": servers })
+        json!({ "pid": std::process::id(), "servers": servers })
     }
 
     /// Writes each server's kubeconfig and then `cluster.json`, each atomically, so that a script
@@ -566,6 +568,11 @@ impl Cluster {
 
 /// The `cluster` subcommand: start, print, run until a signal, stop.
 pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    // Before anything else: a manifest a killed run left behind would tell a waiting script that
+    // this run is up (its `pid` names the run that wrote it, for a script that read it earlier).
+    if let Some(dir) = &args.dir {
+        remove_manifest(dir)?;
+    }
     if args.etcd || !args.etcd_servers.is_empty() {
         return run_process_cluster(args).await;
     }
@@ -605,9 +612,6 @@ async fn run_process_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     } else {
         EtcdBackend::Existing(args.etcd_servers.clone())
     };
-    if let Some(dir) = &args.dir {
-        remove_manifest(dir)?;
-    }
     let binary = std::env::current_exe().context("cannot find this binary to start its servers")?;
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);

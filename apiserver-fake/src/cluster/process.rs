@@ -319,8 +319,9 @@ impl ProcessCluster {
         self.wait_ready(index).await
     }
 
-    /// `cluster.json`: every server's `name`, `url`, `kubernetesVersion`, `kubeconfig` and `pid`, and
-    /// the `etcd` client URL.
+    /// `cluster.json`: every server's `name`, `url`, `kubernetesVersion`, `kubeconfig` and `pid`, the
+    /// `etcd` client URL, and the `pid` of this process (the `cluster` command's), so a script can tell
+    /// this run's manifest from one a killed run left behind.
     pub fn manifest(&self) -> serde_json::Value {
         let servers: Vec<_> = self
             .members
@@ -336,7 +337,7 @@ impl ProcessCluster {
                 })
             })
             .collect();
-        json!({ "servers": servers, "etcd": self.etcd_servers.join(",") })
+        json!({ "pid": std::process::id(), "servers": servers, "etcd": self.etcd_servers.join(",") })
     }
 
     fn write_client_files(&self) -> anyhow::Result<()> {

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -14,14 +13,13 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 use crate::chain::HandlerChain;
 use crate::chain::authentication::ConnectionInfo;
 
 /// kube-apiserver's `MaxHeaderBytes` (`1 << 20`): the request headers one request may carry, over
 /// HTTP/1.1 and HTTP/2 (hyper's defaults are about 400 KiB and 16 KiB).
-const MAX_HEADER_BYTES: usize = 1 << 20;
+pub(super) const MAX_HEADER_BYTES: usize = 1 << 20;
 
 /// Concurrent HTTP/2 streams per connection: kube-apiserver sets `--http2-max-streams-per-connection`
 /// to 1000 (hyper's default, 200, lets 200 open watches of one client stall all its other requests).
@@ -77,8 +75,8 @@ pub(super) async fn accept_loop(
         let _ = tcp.set_nodelay(true);
         let (acceptor, app, cancel) = (acceptor.clone(), app.clone(), cancel.clone());
         connections.spawn(async move {
-            let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
-            else {
+            let accepted = acceptor.accept(super::unread_body::Linger::new(tcp));
+            let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), accepted).await else {
                 return;
             };
             let client_chain = tls
@@ -91,9 +89,9 @@ pub(super) async fn accept_loop(
                 client_chain,
                 chain_verdicts: Arc::default(),
             };
-            let svc = app.map_request(move |mut req: Request<Incoming>| {
+            let svc = tower::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(info.clone());
-                req.map(Body::new)
+                super::unread_body::serve(app.clone(), req)
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());
             // kube-apiserver's ReadHeaderTimeout: a client that never finishes its request headers is

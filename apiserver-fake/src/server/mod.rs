@@ -11,6 +11,7 @@ pub mod config;
 mod listener;
 pub mod mvp;
 mod tls;
+mod unread_body;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -9,10 +9,13 @@ use rustls_pki_types::pem::{self, PemObject};
 use super::ServerError;
 use super::config::ServerOptions;
 use crate::chain::authentication::read_pem_certs;
+use crate::chain::x509_v1;
 
 /// Go's `tls.RequestClientCert`: a client certificate is asked for (with the client CAs' names as
 /// hints) and, when one is sent, the client must prove it holds its key; whether the chain is
 /// trusted, current or from the right CA is the authenticators' question, answered per request.
+/// X.509 v1 certificates, which Go accepts and webpki does not parse, have their proof checked by
+/// [`x509_v1`].
 #[derive(Debug)]
 struct RequestClientCert {
     hints: Vec<rustls::DistinguishedName>,
@@ -52,6 +55,9 @@ impl rustls::server::danger::ClientCertVerifier for RequestClientCert {
         cert: &rustls_pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        if x509_v1::is_v1(cert) {
+            return x509_v1::verify_handshake_signature(message, cert, dss, &self.algorithms, false);
+        }
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -61,6 +67,9 @@ impl rustls::server::danger::ClientCertVerifier for RequestClientCert {
         cert: &rustls_pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        if x509_v1::is_v1(cert) {
+            return x509_v1::verify_handshake_signature(message, cert, dss, &self.algorithms, true);
+        }
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 

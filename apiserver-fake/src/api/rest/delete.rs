@@ -251,6 +251,9 @@ pub async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
 pub async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let options = delete_options(req, body).await?;
     let selection = Selection::from_request(req)?;
+    // The registry lists what it deletes, with the request's list options (400 for a bad
+    // `resourceVersion`, as a list).
+    super::list_options::resource_version(&req.query, super::list_options::ReadPath::List)?;
     let (items, _) = req
         .ctx
         .store

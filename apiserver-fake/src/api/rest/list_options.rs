@@ -7,9 +7,11 @@
 //! 2. `ValidateListOptions` (`apimachinery/pkg/apis/meta/internalversion/validation`): a 422 `Invalid`
 //!    on `ListOptions.meta.k8s.io ""`;
 //! 3. the storage layer (`APIObjectVersioner.ParseResourceVersion`): a `resourceVersion` that is not a
-//!    number is an `Invalid` field error that the watch cache passes up unwrapped, which
-//!    `ErrorToAPIStatus` turns into a 500 without a reason; where the request reaches etcd instead (a
-//!    list with `limit` or `resourceVersionMatch=Exact`) it is a 400 "invalid resource version: …".
+//!    number is an `Invalid` field error. Every list (and so every deletecollection, which lists first)
+//!    goes through `storage.ValidateListOptions` in the cache delegator (1.36), which wraps it in a 400
+//!    "invalid resource version: …" (measured on 1.36.2); a get or a watch with a `resourceVersion` is
+//!    served by the watch cache, which passes the field error up unwrapped, and `ErrorToAPIStatus`
+//!    turns that into a 500 without a reason.
 
 use super::Query;
 use crate::api::status::{GroupKind, Status, StatusCause, StatusReason};
@@ -30,13 +32,13 @@ pub fn int64(query: &Query, name: &str) -> Result<Option<i64>, Status> {
     }
 }
 
-/// Where a read is served from, which decides how a malformed `resourceVersion` is answered.
+/// Which read a `resourceVersion` belongs to, which decides how a malformed one is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadPath {
-    /// The watch cache (gets, watches, lists without `limit`): 500, the bare field error.
+    /// A get or a watch, from the watch cache: 500, the bare field error.
     WatchCache,
-    /// etcd (lists with `limit` or `resourceVersionMatch=Exact`): 400 "invalid resource version".
-    Etcd,
+    /// A list or a deletecollection (`storage.ValidateListOptions`): 400 "invalid resource version".
+    List,
 }
 
 /// `resourceVersion` as a revision (`None` when absent, empty or `"0"`, which all mean "any").
@@ -52,7 +54,7 @@ pub fn resource_version(query: &Query, path: ReadPath) -> Result<Option<u64>, St
                 format!("resourceVersion: Invalid value: {raw:?}: strconv.ParseUint: parsing {raw:?}: {why}");
             match path {
                 ReadPath::WatchCache => Status::failure(500, StatusReason::Unknown, field_error),
-                ReadPath::Etcd => Status::bad_request(format!("invalid resource version: {field_error}")),
+                ReadPath::List => Status::bad_request(format!("invalid resource version: {field_error}")),
             }
         }),
     }
@@ -164,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_resource_version_is_a_500_from_the_cache_and_a_400_from_etcd() {
+    fn a_malformed_resource_version_is_a_500_from_the_cache_and_a_400_for_lists() {
         let q = query("resourceVersion=abc");
         let cache = resource_version(&q, ReadPath::WatchCache).unwrap_err();
         assert_eq!(cache.code, 500);
@@ -172,14 +174,14 @@ mod tests {
             cache.message,
             "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"
         );
-        let etcd = resource_version(&q, ReadPath::Etcd).unwrap_err();
-        assert_eq!(etcd.code, 400);
+        let list = resource_version(&q, ReadPath::List).unwrap_err();
+        assert_eq!(list.code, 400);
         assert!(
-            etcd.message
+            list.message
                 .starts_with("invalid resource version: resourceVersion: Invalid value")
         );
         assert_eq!(
-            resource_version(&query("resourceVersion=0"), ReadPath::Etcd).unwrap(),
+            resource_version(&query("resourceVersion=0"), ReadPath::List).unwrap(),
             None
         );
     }

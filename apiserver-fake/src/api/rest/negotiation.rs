@@ -291,9 +291,13 @@ pub fn json_depth(body: &[u8]) -> usize {
     deepest
 }
 
-/// Parses YAML into JSON (`error converting YAML to JSON` on failure, as sigs.k8s.io/yaml says).
+/// Parses YAML into JSON (`error converting YAML to JSON` on failure, as sigs.k8s.io/yaml says), as
+/// deep as go-yaml allows (10,000 levels) when this thread's stack can take the passes that follow
+/// (as [`parse_json`]), else as deep as it can.
 pub fn decode_yaml(body: &[u8]) -> Result<Value, Status> {
-    crate::api::yaml::decode(body)
+    let remaining = stacker::remaining_stack().unwrap_or(0);
+    let max_depth = remaining.saturating_sub(256 << 10) / STACK_BYTES_PER_LEVEL;
+    crate::api::yaml::decode_with_max_depth(body, max_depth.max(64))
         .map_err(|e| Status::bad_request(format!("error converting YAML to JSON: yaml: {e}")))
 }
 

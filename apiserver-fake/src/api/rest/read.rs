@@ -128,12 +128,7 @@ pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let limit = list_options::int64(&req.query, "limit")?.unwrap_or(0);
     list_options::int64(&req.query, "timeoutSeconds")?;
     list_options::validate(&req.query, false)?;
-    let path = if limit > 0 || req.query.get("resourceVersionMatch") == Some("Exact") {
-        ReadPath::Etcd
-    } else {
-        ReadPath::WatchCache
-    };
-    list_options::resource_version(&req.query, path)?;
+    list_options::resource_version(&req.query, ReadPath::List)?;
     let limit = u64::try_from(limit).unwrap_or(0);
     let token = match req.query.get("continue").filter(|c| !c.is_empty()) {
         Some(raw) => {

@@ -81,6 +81,19 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// The subject as upstream's RBAC names it in reasons (`describeSubject`).
+    fn describe(&self, binding_namespace: &str) -> String {
+        if self.kind == "ServiceAccount" {
+            let namespace = if self.namespace.is_empty() {
+                binding_namespace
+            } else {
+                &self.namespace
+            };
+            return format!("{} {:?}", self.kind, format!("{}/{namespace}", self.name));
+        }
+        format!("{} {:?}", self.kind, self.name)
+    }
+
     /// Whether `user` is this subject (`appliesTo`).
     fn applies_to(&self, user: &UserInfo, binding_namespace: &str) -> bool {
         match self.kind.as_str() {
@@ -111,6 +124,8 @@ pub struct RoleRef {
 /// A RoleBinding (with its namespace) or a ClusterRoleBinding (namespace empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Binding {
+    /// The binding's name (named in the reason an allowed review gives).
+    pub name: String,
     /// The binding's namespace; empty for a ClusterRoleBinding.
     pub namespace: String,
     /// The role it grants.
@@ -192,6 +207,7 @@ pub fn cluster_role(object: &Value) -> ClusterRole {
 /// A binding object (`namespace` empty for ClusterRoleBindings); `None` when it has no usable roleRef.
 pub fn binding(object: &Value) -> Option<Binding> {
     Some(Binding {
+        name: name_of(object),
         namespace: object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -296,56 +312,110 @@ impl Policy {
         policy
     }
 
-    /// RBAC's decision: `Ok(())` when a rule bound to `user` allows the request; otherwise the
-    /// reason (`RBAC: <errors>` when a binding names a role that does not exist, else empty).
-    pub fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Result<(), String> {
-        let mut errors = Vec::new();
-        let mut check = |binding: &Binding| -> bool {
-            if !binding
-                .subjects
-                .iter()
-                .any(|s| s.applies_to(user, &binding.namespace))
-            {
-                return false;
-            }
-            let rules = match binding.role_ref.kind.as_str() {
-                "ClusterRole" => self.cluster_roles.get(&binding.role_ref.name).map(|r| &r.rules),
-                _ => self
-                    .roles
-                    .get(&(binding.namespace.clone(), binding.role_ref.name.clone())),
-            };
-            match rules {
-                Some(rules) => rules.iter().any(|rule| rule.allows(info)),
-                None => {
+    /// The bindings that apply to `user` for a request in `namespace`, in upstream's visiting order
+    /// (ClusterRoleBindings, then the namespace's RoleBindings), each with the first subject that
+    /// matched and the rules of its role (`Err` with upstream's error when the role does not exist).
+    fn bound_rules<'p>(
+        &'p self,
+        user: &UserInfo,
+        namespace: &str,
+    ) -> impl Iterator<Item = (&'p Binding, &'p Subject, Result<&'p [PolicyRule], String>)> {
+        let namespaced = (!namespace.is_empty())
+            .then(|| self.role_bindings.get(namespace))
+            .flatten()
+            .into_iter()
+            .flatten();
+        self.cluster_role_bindings
+            .iter()
+            .chain(namespaced)
+            .filter_map(move |binding| {
+                let subject = binding
+                    .subjects
+                    .iter()
+                    .find(|s| s.applies_to(user, &binding.namespace))?;
+                let rules = match binding.role_ref.kind.as_str() {
+                    "ClusterRole" => self.cluster_roles.get(&binding.role_ref.name).map(|r| &r.rules),
+                    _ => self
+                        .roles
+                        .get(&(binding.namespace.clone(), binding.role_ref.name.clone())),
+                };
+                let rules = rules.map(Vec::as_slice).ok_or_else(|| {
                     let kind = if binding.role_ref.kind == "ClusterRole" {
                         "clusterrole"
                     } else {
                         "role"
                     };
-                    errors.push(format!(
+                    format!(
                         "{kind}.rbac.authorization.k8s.io {:?} not found",
                         binding.role_ref.name
-                    ));
-                    false
+                    )
+                });
+                Some((binding, subject, rules))
+            })
+    }
+
+    /// RBAC's decision: `Ok` with upstream's reason (`RBAC: allowed by ClusterRoleBinding "x" of
+    /// ClusterRole "y" to Group "z"`) when a rule bound to `user` allows the request; otherwise the
+    /// reason (`RBAC: <errors>` when a binding names a role that does not exist, else empty).
+    pub fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Result<String, String> {
+        let mut errors = Vec::new();
+        for (binding, subject, rules) in self.bound_rules(user, &info.namespace) {
+            match rules {
+                Ok(rules) if rules.iter().any(|rule| rule.allows(info)) => {
+                    return Ok(format!("RBAC: allowed by {}", describe(binding, subject)));
                 }
+                Ok(_) => {}
+                Err(error) => errors.push(error),
             }
-        };
-        if self.cluster_role_bindings.iter().any(&mut check) {
-            return Ok(());
         }
-        if !info.namespace.is_empty()
-            && self
-                .role_bindings
-                .get(&info.namespace)
-                .is_some_and(|bindings| bindings.iter().any(&mut check))
-        {
-            return Ok(());
+        Err(aggregate(&errors)
+            .map(|e| format!("RBAC: {e}"))
+            .unwrap_or_default())
+    }
+
+    /// Every rule bound to `user` in `namespace` (cluster-wide bindings' too), in visiting order, and
+    /// the aggregated error of bindings whose role does not exist (`DefaultRuleResolver.RulesFor`, what
+    /// a `SelfSubjectRulesReview` lists).
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Option<String>) {
+        let mut found = Vec::new();
+        let mut errors = Vec::new();
+        for (_, _, rules) in self.bound_rules(user, namespace) {
+            match rules {
+                Ok(rules) => found.extend(rules.iter().cloned()),
+                Err(error) => errors.push(error),
+            }
         }
-        Err(match errors.as_slice() {
-            [] => String::new(),
-            [one] => format!("RBAC: {one}"),
-            many => format!("RBAC: [{}]", many.join(", ")),
-        })
+        (found, aggregate(&errors))
+    }
+}
+
+/// Where an allowing rule came from, as upstream's describers say it.
+fn describe(binding: &Binding, subject: &Subject) -> String {
+    if binding.namespace.is_empty() {
+        format!(
+            "ClusterRoleBinding {:?} of {} {:?} to {}",
+            binding.name,
+            binding.role_ref.kind,
+            binding.role_ref.name,
+            subject.describe("")
+        )
+    } else {
+        format!(
+            "RoleBinding {:?} of {} {:?} to {}",
+            format!("{}/{}", binding.name, binding.namespace),
+            binding.role_ref.kind,
+            binding.role_ref.name,
+            subject.describe(&binding.namespace)
+        )
+    }
+}
+
+/// Go's `utilerrors.NewAggregate(errs).Error()`: nothing, the one error, or `[a, b]`.
+fn aggregate(errors: &[String]) -> Option<String> {
+    match errors {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => Some(format!("[{}]", many.join(", "))),
     }
 }
 
@@ -427,10 +497,16 @@ mod tests {
             ],
         );
         let jobs = info("GET", "/apis/batch/v1/namespaces/default/jobs");
-        assert_eq!(policy.authorize(&user("jane", &[]), &jobs), Ok(()));
+        assert_eq!(
+            policy.authorize(&user("jane", &[]), &jobs),
+            Ok(r#"RBAC: allowed by RoleBinding "b/default" of Role "jobs-reader" to User "jane""#.to_owned())
+        );
         assert_eq!(
             policy.authorize(&user("system:serviceaccount:default:bot", &[]), &jobs),
-            Ok(())
+            Ok(
+                r#"RBAC: allowed by RoleBinding "b/default" of Role "jobs-reader" to ServiceAccount "bot/default""#
+                    .to_owned()
+            )
         );
         let elsewhere = info("GET", "/apis/batch/v1/namespaces/other/jobs");
         assert_eq!(
@@ -439,8 +515,23 @@ mod tests {
         );
         assert_eq!(
             policy.authorize(&user("kim", &["qa"]), &info("GET", "/version")),
-            Ok(()),
+            Ok(r#"RBAC: allowed by ClusterRoleBinding "v" of ClusterRole "top" to Group "qa""#.to_owned()),
             "aggregated rule"
+        );
+        let (rules, error) = policy.rules_for(&user("jane", &["qa"]), "default");
+        assert_eq!(
+            rules.len(),
+            2,
+            "the aggregated cluster rule, then the namespace's: {rules:?}"
+        );
+        assert_eq!(rules[0].non_resource_urls, ["/version"]);
+        assert_eq!(rules[1].resources, ["jobs"]);
+        assert_eq!(error, None);
+        let (rules, error) = policy.rules_for(&user("bob", &[]), "default");
+        assert!(rules.is_empty());
+        assert_eq!(
+            error.as_deref(),
+            Some(r#"clusterrole.rbac.authorization.k8s.io "missing" not found"#)
         );
         assert_eq!(
             policy.authorize(&user("bob", &[]), &jobs),
