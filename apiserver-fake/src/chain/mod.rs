@@ -4,7 +4,7 @@
 //! Outermost first, as a request travels them:
 //!
 //! 0. reading what a handler left unread of the request body before answering ([`unread_body`]), so
-//!    HTTP/2 clients always get early answers (405, 401, ...) instead of a reset stream;
+//!    clients always get early answers (405, 401, ...) instead of a reset stream or closed connection;
 //! 1. response `Cache-Control` default (kube-apiserver's `WithCacheControl`; acts on the response);
 //! 2. authentication ([`authentication`]), then impersonation ([`impersonation`], whose permission is
 //!    checked with the authorizer here); 401 for nobody;
