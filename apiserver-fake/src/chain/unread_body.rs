@@ -77,9 +77,19 @@ pub async fn read_unread_body(req: Request, next: Next) -> Response {
     if Arc::strong_count(&slot) == 1 {
         let rest = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(rest) = rest.filter(|body| !http_body::Body::is_end_stream(body)) {
-            let drain = http_body_util::Limited::new(rest, DRAIN_LIMIT_BYTES).collect();
-            let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+            let _ = tokio::time::timeout(DRAIN_TIMEOUT, discard(rest)).await;
         }
     }
     response
+}
+
+/// Reads and drops `body` to its end or until [`DRAIN_LIMIT_BYTES`] have been read, without keeping it.
+async fn discard(mut body: Body) {
+    let mut read = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        read += frame.data_ref().map_or(0, Bytes::len);
+        if read > DRAIN_LIMIT_BYTES {
+            return;
+        }
+    }
 }
