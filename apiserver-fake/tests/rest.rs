@@ -373,8 +373,18 @@ async fn create_validates_names_namespaces_and_bodies() {
         )
         .await;
     assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+    // Without a Content-Type the body is JSON (as upstream): `{}` then lacks a name.
     let no_type = api.send(Method::POST, JOBS, &[], b"{}".to_vec()).await;
-    assert_eq!(no_type.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(no_type.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let other_type = api
+        .send(
+            Method::POST,
+            JOBS,
+            &[("content-type", "text/plain")],
+            b"{}".to_vec(),
+        )
+        .await;
+    assert_eq!(other_type.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     let missing_ns = api.post("/apis/batch/v1/namespaces/ghost/jobs", job("a")).await;
     assert_eq!(missing_ns.status, StatusCode::NOT_FOUND);
     assert_eq!(missing_ns.json()["message"], "namespaces \"ghost\" not found");
@@ -1423,4 +1433,90 @@ async fn an_empty_namespace_segment_lists_everywhere_but_names_nothing() {
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text);
         assert_eq!(reply.json()["message"], "Namespace parameter required.");
     }
+}
+
+/// The official Python client sends its JSON bodies without `Content-Type`: kube-apiserver takes a
+/// missing or empty one as JSON for create and update (`NegotiateInputSerializer`), while a patch's type
+/// comes from `Content-Type` alone, so a patch without one stays upstream's 415.
+#[tokio::test]
+async fn bodies_without_a_content_type_are_json_except_patches() {
+    let api = Api::new();
+    let created = api
+        .send(Method::POST, JOBS, &[], job("bare").to_string().into_bytes())
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let mut updated = created.json();
+    updated["metadata"]["labels"]["x"] = json!("1");
+    let updated = api
+        .send(
+            Method::PUT,
+            &format!("{JOBS}/bare"),
+            &[("content-type", "")],
+            updated.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    assert_eq!(updated.json()["metadata"]["labels"]["x"], "1");
+    for headers in [&[][..], &[("content-type", "")][..]] {
+        let patched = api
+            .send(
+                Method::PATCH,
+                &format!("{JOBS}/bare"),
+                headers,
+                br#"{"metadata":{"labels":{"y":"1"}}}"#.to_vec(),
+            )
+            .await;
+        assert_eq!(
+            patched.status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{}",
+            patched.text
+        );
+        assert_eq!(patched.json()["reason"], "UnsupportedMediaType");
+    }
+    // Not JSON without a Content-Type is the JSON decoder's 400, not a guess at YAML.
+    let yaml = api
+        .send(Method::POST, JOBS, &[], b"metadata:\n  name: y\n".to_vec())
+        .await;
+    assert_eq!(yaml.status, StatusCode::BAD_REQUEST, "{}", yaml.text);
+}
+
+/// Metadata-only clients get `PartialObjectMetadata` from a PATCH as from GET and LIST (upstream's
+/// `transformResponseObject` serves every verb).
+#[tokio::test]
+async fn patch_answers_partial_object_metadata_to_metadata_only_clients() {
+    let api = Api::new();
+    api.post(JOBS, job("meta")).await;
+    let metadata_only = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let patched = api
+        .send(
+            Method::PATCH,
+            &format!("{JOBS}/meta"),
+            &[
+                ("content-type", "application/merge-patch+json"),
+                ("accept", metadata_only),
+            ],
+            br#"{"metadata":{"labels":{"m":"1"}}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.text);
+    assert_eq!(
+        patched.headers["content-type"],
+        "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+    );
+    let body = patched.json();
+    assert_eq!(body["kind"], "PartialObjectMetadata");
+    assert_eq!(body["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(body["metadata"]["labels"]["m"], "1");
+    assert!(body.get("spec").is_none(), "{body}");
+    let got = api
+        .send(
+            Method::GET,
+            &format!("{JOBS}/meta"),
+            &[("accept", metadata_only)],
+            vec![],
+        )
+        .await
+        .json();
+    assert_eq!(got["kind"], "PartialObjectMetadata");
 }

@@ -75,6 +75,9 @@ pub enum FixtureError {
     /// kubectl could not be run at all.
     #[error("kubectl: {0}")]
     Kubectl(String),
+    /// A Python client script could not be run, failed, or printed no JSON.
+    #[error("python: {0}")]
+    Python(String),
 }
 
 /// The fixture's result type.

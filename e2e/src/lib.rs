@@ -44,7 +44,8 @@
 //! ```
 //!
 //! Modules: [`cluster`] (the fixture), [`client`] (HTTPS client), [`exchange`] (snapshot type and
-//! redactions), [`kubectl`] (the real kubectl, optional), [`eventually`] (polling with deadlines).
+//! redactions), [`kubectl`] (the real kubectl, optional), [`python`] (the official Python client,
+//! optional), [`eventually`] (polling with deadlines).
 #![deny(missing_docs)]
 
 pub mod client;
@@ -55,6 +56,7 @@ pub mod error;
 pub mod eventually;
 pub mod exchange;
 pub mod kubectl;
+pub mod python;
 
 pub use client::{ClientIdentity, ExchangeRequest, HttpsClient};
 pub use cluster::{
@@ -66,6 +68,7 @@ pub use eventually::eventually;
 pub use exchange::{Exchange, ExchangeBody, redact_json, redact_text};
 pub use kubectl::{Kubectl, KubectlOutput};
 pub use mvp_core::PeerResolutionMode;
+pub use python::PythonClient;
 
 /// The README's example, compiled as a doctest so it cannot go stale.
 #[doc = include_str!("../README.md")]

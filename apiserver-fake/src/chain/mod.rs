@@ -3,6 +3,8 @@
 //!
 //! Outermost first, as a request travels them:
 //!
+//! 0. over HTTP/2, reading what a handler left unread of the request body before answering
+//!    ([`unread_body`]), so clients always get early answers (405, 401, ...) instead of a reset stream;
 //! 1. response `Cache-Control` default (kube-apiserver's `WithCacheControl`; acts on the response);
 //! 2. authentication ([`authentication`]), then impersonation ([`impersonation`], whose permission is
 //!    checked with the authorizer here); 401 for nobody;
@@ -28,6 +30,7 @@ pub mod inflight;
 pub mod rbac;
 pub mod request_log;
 pub mod routing;
+pub mod unread_body;
 pub mod x509_v1;
 
 use std::convert::Infallible;
@@ -97,6 +100,7 @@ pub fn handler_chain<S: ServerContext>(
 ) -> HandlerChain {
     let router = routing::router(state.clone());
     let front = ServiceBuilder::new()
+        .layer(axum::middleware::from_fn(unread_body::read_unread_body))
         .map_response(filters::default_cache_control)
         .layer(from_fn_with_state(
             (authenticator, state.clone()),

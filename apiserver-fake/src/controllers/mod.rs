@@ -3,6 +3,7 @@
 pub mod crd;
 pub mod identity;
 pub mod informer;
+pub mod kubernetes_service;
 pub mod lease;
 pub mod lease_gc;
 pub mod peer_endpoint;

@@ -101,6 +101,9 @@ pub struct ServerState {
     pub proxy: Option<PeerProxy>,
     /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
     pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
+    /// The bootstrap RBAC policy and its snapshot, kept whatever the authorization mode (the
+    /// authorizer's own in RBAC mode); `/readyz` waits for its bootstrap.
+    pub rbac: Arc<crate::chain::rbac::RbacAuthorizer>,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -138,12 +141,7 @@ impl ServerState {
     /// this run for its discovery ([`crate::controllers::peer_receipts`]). So a server that says ready routes to
     /// its peers, and they to it: no false 404 either way.
     pub fn failed_readiness_check(&self) -> Option<&'static str> {
-        if self
-            .options
-            .authorizer
-            .rbac()
-            .is_some_and(|rbac| !rbac.is_ready())
-        {
+        if !self.rbac.is_ready() {
             Some("rbac/bootstrap-roles")
         } else if !self.ready.load(Ordering::Acquire) {
             Some("start-kube-apiserver-identity-lease-controller")
@@ -391,6 +389,14 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         .local_addr()
         .map_err(|source| ServerError::Bind { addr: bind, source })?;
 
+    // The bootstrap controller's `default/kubernetes` Service, with this server among its endpoints.
+    let public = SocketAddr::new(options.public_address(), local_addr.port());
+    if let Err(e) =
+        crate::controllers::kubernetes_service::ensure(store.as_ref(), &options.service_cidr, public).await
+    {
+        tracing::warn!(error = %e, "could not publish the default/kubernetes Service");
+    }
+
     let server_id = identity::server_id(&options.hostname);
     let holder_identity = format!("{server_id}_{}", uuid::Uuid::new_v4());
     let mut discovery = DiscoveryContext::new(
@@ -456,6 +462,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     )
     .await?;
     let (mvp, proxy) = installed.unzip();
+    let rbac = options.authorizer.rbac().cloned().unwrap_or_default();
     let state = Arc::new(ServerState {
         proxy,
         discovery,
@@ -472,6 +479,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         inflight,
         requests: Default::default(),
         local_addr,
+        rbac,
     });
     let app = crate::chain::handler_chain(state.clone(), authenticator, mvp);
     let crash = CancellationToken::new();
@@ -483,13 +491,13 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         crash.clone(),
     ));
     tasks.spawn(lease_controller.run(cancel.clone()));
-    if let Some(rbac) = state.options.authorizer.rbac() {
-        tasks.spawn(crate::chain::rbac::run_controller(
-            state.store.clone(),
-            rbac.clone(),
-            cancel.clone(),
-        ));
-    }
+    // The bootstrap roles exist whatever the authorization mode (kube-apiserver's rbac storage installs
+    // its post-start hook with the API group); RBAC mode also decides on the policy kept here.
+    tasks.spawn(crate::chain::rbac::run_controller(
+        state.store.clone(),
+        state.rbac.clone(),
+        cancel.clone(),
+    ));
     tasks.spawn(crate::controllers::lease_gc::run_identity_lease_gc(
         state.store.clone(),
         state.options.identity_lease_gc_period,

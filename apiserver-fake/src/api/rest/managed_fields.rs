@@ -114,6 +114,22 @@ impl FieldSet {
         out
     }
 
+    /// `self` with every node on the way to a member made a member too: the paths a set implies. A
+    /// manager that applies `data.k1` also applies `data` (structured-merge-diff's prune adds back what
+    /// leads to a field still applied), so `data`, applied empty before, is not "no longer applied".
+    pub fn with_prefixes(&self) -> FieldSet {
+        let children: BTreeMap<String, FieldSet> = self
+            .children
+            .iter()
+            .filter(|(_, child)| !child.is_empty())
+            .map(|(key, child)| (key.clone(), child.with_prefixes()))
+            .collect();
+        FieldSet {
+            member: self.member || !children.is_empty(),
+            children,
+        }
+    }
+
     /// Every member path, as element lists.
     pub fn paths(&self) -> Vec<Vec<String>> {
         let mut out = Vec::new();
@@ -688,7 +704,10 @@ pub fn record_apply(
     let owned_by_others = others
         .iter()
         .fold(FieldSet::default(), |all, e| all.union(&e.fields));
-    let dropped = previous.difference(&applied_set).difference(&owned_by_others);
+    // A path that leads to a field still applied or owned stays (`data: {}` then `data: {k1: v}`).
+    let dropped = previous
+        .difference(&applied_set.with_prefixes())
+        .difference(&owned_by_others.with_prefixes());
     schema.remove_paths(merged, &dropped);
     others.push(writer.entry("Apply", applied_set));
     write(merged, others);
@@ -896,6 +915,38 @@ mod tests {
                 .get("image")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn applying_into_a_map_applied_empty_before_keeps_it() {
+        let schema = Schema::new(
+            Definitions::of(KubeVersion { major: 1, minor: 36 }),
+            "",
+            "v1",
+            "ConfigMap",
+        );
+        let writer = Writer {
+            api_version: "v1".into(),
+            has_status: false,
+            ..writer("mine")
+        };
+        let config_map = |data: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data});
+        let mut first = config_map(json!({}));
+        record_apply(&schema, &writer, None, &config_map(json!({})), &mut first, false).unwrap();
+        let applied = config_map(json!({"k1": "new"}));
+        let mut second = config_map(json!({"k1": "new"}));
+        second["metadata"]["managedFields"] = first["metadata"]["managedFields"].clone();
+        record_apply(&schema, &writer, Some(&first), &applied, &mut second, false).unwrap();
+        assert_eq!(second["data"], json!({"k1": "new"}), "{second}");
+        assert_eq!(
+            read(&second)[0].fields.to_fields_v1(),
+            json!({"f:data": {"f:k1": {}}})
+        );
+        // Applying without `data` afterwards does drop the key: nobody applies it any more.
+        let mut third = second.clone();
+        let without = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        record_apply(&schema, &writer, Some(&second), &without, &mut third, false).unwrap();
+        assert!(third.pointer("/data/k1").is_none(), "{third}");
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! versions, it relabels `apiVersion` with the version requested. Per-resource strategy behaviour the
 //! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
+pub mod componentstatus;
 pub mod defaults;
 pub mod delete;
 pub mod field_validation;
@@ -56,7 +57,7 @@ use crate::store::GroupResource;
 use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 
 pub use lifecycle::ensure_system_namespaces;
-use negotiation::{OutputFormat, negotiate_output};
+use negotiation::{OutputFormat, Transforms, negotiate_output};
 
 /// Upstream's limit on request bodies (`maxRequestBodyBytes`, 3 MiB).
 pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -414,7 +415,12 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         }
     }
     let (parts, body) = req.into_parts();
-    let transforms = matches!(info.verb.as_str(), "get" | "list" | "watch");
+    let transforms = match info.verb.as_str() {
+        "get" | "list" | "watch" => Transforms::All,
+        // Only responses that render the written object ([`read::render_object`]); scale answers a Scale.
+        "create" | "update" | "patch" if info.subresource != "scale" => Transforms::PartialObjectMetadata,
+        _ => Transforms::None,
+    };
     let format = match negotiate_output(&parts.headers, transforms) {
         Ok(format) => format,
         Err(status) => return status.into_response(),
@@ -437,6 +443,7 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
     };
     let result = match info.verb.as_str() {
         _ if scale::serves(&request) => scale::handle(&request, body).await,
+        _ if componentstatus::serves(&request) => componentstatus::handle(&request).await,
         "get" => read::get(&request).await,
         "list" => read::list(&request).await,
         "watch" => watch::watch(&request).await,

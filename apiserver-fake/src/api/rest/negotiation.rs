@@ -140,9 +140,21 @@ fn parse_accept(accept: &str) -> Vec<MediaRange<'_>> {
     ranges
 }
 
-/// Negotiates the response format from `Accept`. `transforms_allowed` is false for verbs whose
-/// responses are never tables (writes); their `as=` clauses are skipped. No acceptable clause → 406.
-pub fn negotiate_output(headers: &HeaderMap, transforms_allowed: bool) -> Result<OutputFormat, Status> {
+/// Which `as=` transforms a verb's response may take; clauses asking for others are skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transforms {
+    /// Reads (`get`, `list`, `watch`): `Table` and `PartialObjectMetadata[List]`.
+    All,
+    /// Writes that answer the written object (`create`, `update`, `patch`): `PartialObjectMetadata`, as
+    /// upstream's `transformResponseObject` gives it to every verb (metadata-only clients patch too).
+    PartialObjectMetadata,
+    /// Responses that are never transformed (scale, deletes, ...).
+    None,
+}
+
+/// Negotiates the response format from `Accept`; `transforms` says which `as=` clauses may be honoured
+/// (others are skipped). No acceptable clause → 406.
+pub fn negotiate_output(headers: &HeaderMap, transforms: Transforms) -> Result<OutputFormat, Status> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return Ok(OutputFormat::JSON);
     };
@@ -162,11 +174,14 @@ pub fn negotiate_output(headers: &HeaderMap, transforms_allowed: bool) -> Result
         let transform = match param("as") {
             None => Transform::None,
             Some(as_kind) => {
-                if !transforms_allowed || param("g") != Some("meta.k8s.io") || param("v") != Some("v1") {
+                if transforms == Transforms::None
+                    || param("g") != Some("meta.k8s.io")
+                    || param("v") != Some("v1")
+                {
                     continue;
                 }
                 match as_kind {
-                    "Table" => Transform::Table,
+                    "Table" if transforms == Transforms::All => Transform::Table,
                     "PartialObjectMetadata" | "PartialObjectMetadataList" => Transform::PartialObjectMetadata,
                     _ => continue,
                 }
@@ -189,6 +204,19 @@ pub fn content_type(headers: &HeaderMap) -> Option<String> {
     (!essence.is_empty()).then_some(essence)
 }
 
+/// The media type a create/update body is decoded as: its `Content-Type` essence, or JSON when the header is
+/// absent or empty. Upstream's `NegotiateInputSerializerForMediaType` takes the first supported media type
+/// (JSON) for an empty `Content-Type`, and the official Python client relies on it: it sends JSON bodies
+/// without the header. A header that is present but has no media type (`;charset=utf-8`) stays `None` (415).
+/// Not for PATCH: its type comes from `Content-Type` alone ([`super::patch::PatchType::from_content_type`]).
+pub fn input_media_type(headers: &HeaderMap) -> Option<String> {
+    match headers.get(header::CONTENT_TYPE) {
+        None => Some("application/json".to_string()),
+        Some(value) if value.as_bytes().trim_ascii().is_empty() => Some("application/json".to_string()),
+        Some(_) => content_type(headers),
+    }
+}
+
 /// Media types of request bodies for built-in resources (custom resources: no protobuf), as upstream
 /// lists them in 415 errors.
 pub const BUILTIN_BODY_MEDIA_TYPES: &[&str] = &[
@@ -198,15 +226,15 @@ pub const BUILTIN_BODY_MEDIA_TYPES: &[&str] = &[
 ];
 
 /// Decodes a create/update body by its `Content-Type` (JSON, YAML, and protobuf for built-in
-/// resources); other or missing types are 415, unparsable bodies 400 with messages shaped like
-/// upstream's decoder errors.
+/// resources; none or an empty one is JSON, [`input_media_type`]); other types are 415, unparsable bodies
+/// 400 with messages shaped like upstream's decoder errors.
 pub fn decode_body(headers: &HeaderMap, body: &[u8], custom_resource: bool) -> Result<Value, Status> {
     let accepted = if custom_resource {
         SUPPORTED_MEDIA_TYPES
     } else {
         BUILTIN_BODY_MEDIA_TYPES
     };
-    let value = match content_type(headers).as_deref() {
+    let value = match input_media_type(headers).as_deref() {
         Some("application/json") => parse_json(body)
             .map_err(|e| Status::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         Some("application/yaml") => decode_yaml(body)?,
@@ -372,11 +400,11 @@ mod tests {
     #[test]
     fn defaults_to_json() {
         assert_eq!(
-            negotiate_output(&HeaderMap::new(), true).unwrap(),
+            negotiate_output(&HeaderMap::new(), Transforms::All).unwrap(),
             OutputFormat::JSON
         );
         assert_eq!(
-            negotiate_output(&accept("*/*"), true).unwrap(),
+            negotiate_output(&accept("*/*"), Transforms::All).unwrap(),
             OutputFormat::JSON
         );
     }
@@ -384,27 +412,30 @@ mod tests {
     #[test]
     fn kubectl_table_accept_header_selects_table() {
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        let format = negotiate_output(&accept(kubectl), true).unwrap();
+        let format = negotiate_output(&accept(kubectl), Transforms::All).unwrap();
         assert_eq!(format.transform, Transform::Table);
         assert_eq!(
             format.content_type(),
             "application/json;as=Table;v=v1;g=meta.k8s.io"
         );
         // Writes never answer tables.
-        assert_eq!(
-            negotiate_output(&accept(kubectl), false).unwrap(),
-            OutputFormat::JSON
-        );
+        for transforms in [Transforms::PartialObjectMetadata, Transforms::None] {
+            assert_eq!(
+                negotiate_output(&accept(kubectl), transforms).unwrap(),
+                OutputFormat::JSON
+            );
+        }
     }
 
     #[test]
     fn protobuf_first_falls_back_to_json_and_protobuf_only_is_406() {
         let client_go = "application/vnd.kubernetes.protobuf, application/json";
         assert_eq!(
-            negotiate_output(&accept(client_go), true).unwrap(),
+            negotiate_output(&accept(client_go), Transforms::All).unwrap(),
             OutputFormat::JSON
         );
-        let err = negotiate_output(&accept("application/vnd.kubernetes.protobuf"), true).unwrap_err();
+        let err =
+            negotiate_output(&accept("application/vnd.kubernetes.protobuf"), Transforms::All).unwrap_err();
         assert_eq!(err.code, 406);
         assert_eq!(
             err.message,
@@ -415,23 +446,54 @@ mod tests {
     #[test]
     fn yaml_and_quality_ordering() {
         assert_eq!(
-            negotiate_output(&accept("application/yaml"), true)
+            negotiate_output(&accept("application/yaml"), Transforms::All)
                 .unwrap()
                 .encoding,
             Encoding::Yaml
         );
-        let format = negotiate_output(&accept("application/json;q=0.5, application/yaml"), true).unwrap();
+        let format = negotiate_output(
+            &accept("application/json;q=0.5, application/yaml"),
+            Transforms::All,
+        )
+        .unwrap();
         assert_eq!(format.encoding, Encoding::Yaml);
         let meta = negotiate_output(
             &accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
-            true,
+            Transforms::All,
         );
         assert_eq!(meta.unwrap().transform, Transform::PartialObjectMetadata);
+        // Writes answer metadata-only clients too (a PATCH from a metadata client); scale and deletes
+        // do not, so the only clause is not acceptable.
+        let metadata_only = accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+        assert_eq!(
+            negotiate_output(&metadata_only, Transforms::PartialObjectMetadata)
+                .unwrap()
+                .transform,
+            Transform::PartialObjectMetadata
+        );
+        assert_eq!(
+            negotiate_output(&metadata_only, Transforms::None)
+                .unwrap_err()
+                .code,
+            406
+        );
     }
 
     #[test]
     fn body_decoding_by_content_type() {
         let mut headers = HeaderMap::new();
+        // No Content-Type, or an empty one, is JSON (what the official Python client sends).
+        assert_eq!(decode_body(&headers, br#"{"a":1}"#, false).unwrap()["a"], 1);
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(""));
+        assert_eq!(decode_body(&headers, br#"{"a":2}"#, true).unwrap()["a"], 2);
+        assert_eq!(
+            decode_body(&headers, b"a: 1\n", false).unwrap_err().code,
+            400,
+            "an empty Content-Type is JSON, not YAML"
+        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert_eq!(decode_body(&headers, b"{}", false).unwrap_err().code, 415);
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(";charset=utf-8"));
         assert_eq!(decode_body(&headers, b"{}", false).unwrap_err().code, 415);
         headers.insert(
             header::CONTENT_TYPE,

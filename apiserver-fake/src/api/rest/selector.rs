@@ -284,25 +284,42 @@ impl FieldSelector {
             .map(|r| r.value.as_str())
     }
 
-    /// Whether `object` satisfies every requirement. Fields are read as upstream's field sets print them:
-    /// strings as is, booleans and numbers as text, missing as the empty string.
+    /// Whether `object` satisfies every requirement, on the values [`selectable_value`] gives.
     pub fn matches(&self, object: &Value) -> bool {
-        self.requirements.iter().all(|r| {
-            let pointer = format!("/{}", r.field.replace('.', "/"));
-            let actual = match object.pointer(&pointer) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Bool(b)) => b.to_string(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ if r.field == "source" => object
-                    .pointer("/source/component")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                _ => String::new(),
-            };
-            (actual == r.value) == r.equal
-        })
+        self.requirements
+            .iter()
+            .all(|r| (selectable_value(object, &r.field) == r.value) == r.equal)
     }
+}
+
+/// The value of a selectable field as upstream's `ToSelectableFields` functions put it in the field set:
+/// from the Go object, so a field the JSON leaves out has its Go zero value (`spec.unschedulable` of a
+/// Node created without it is `"false"`, `status.replicas` of a new ReplicaSet `"0"`), booleans and
+/// numbers are printed as text (`strconv.FormatBool`, `strconv.Itoa`), and a few fields are read from
+/// elsewhere: a Job's `status.successful` is `status.succeeded`, an Event's `source` is
+/// `source.component` or else `reportingComponent`, a Pod's `status.podIP` is `status.podIPs[0]`.
+fn selectable_value(object: &Value, field: &str) -> String {
+    let text = |pointer: &str| match object.pointer(pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    let or_zero = |value: String, zero: &str| if value.is_empty() { zero.to_owned() } else { value };
+    match field {
+        // Go bools (`strconv.FormatBool`).
+        "spec.unschedulable" | "spec.hostNetwork" => or_zero(text(&pointer_of(field)), "false"),
+        // Go int32s (`strconv.Itoa`).
+        "status.replicas" => or_zero(text("/status/replicas"), "0"),
+        "status.successful" => or_zero(text("/status/succeeded"), "0"),
+        "source" => or_zero(text("/source/component"), &text("/reportingComponent")),
+        "status.podIP" => or_zero(text("/status/podIP"), &text("/status/podIPs/0/ip")),
+        _ => text(&pointer_of(field)),
+    }
+}
+
+fn pointer_of(field: &str) -> String {
+    format!("/{}", field.replace('.', "/"))
 }
 
 #[cfg(test)]
@@ -393,5 +410,33 @@ mod tests {
             FieldSelector::parse("nonsense", "", "pods").unwrap_err().code,
             400
         );
+    }
+
+    #[test]
+    fn fields_a_body_leaves_out_select_on_their_go_zero_values() {
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        let select = |selector: &str, group: &str, resource: &str, object: &Value| {
+            FieldSelector::parse(selector, group, resource)
+                .unwrap()
+                .matches(object)
+        };
+        assert!(select("spec.unschedulable==false", "", "nodes", &node));
+        assert!(!select("spec.unschedulable=true", "", "nodes", &node));
+        let cordoned = json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}});
+        assert!(select("spec.unschedulable=true", "", "nodes", &cordoned));
+        assert!(select("spec.hostNetwork=false", "", "pods", &json!({"spec": {}})));
+        assert!(select(
+            "status.replicas=0",
+            "apps",
+            "replicasets",
+            &json!({"status": {}})
+        ));
+        let job = json!({"status": {"succeeded": 2}});
+        assert!(select("status.successful=2", "batch", "jobs", &job));
+        assert!(select("status.successful=0", "batch", "jobs", &json!({})));
+        let event = json!({"reportingComponent": "kubelet", "source": {}});
+        assert!(select("source=kubelet", "", "events", &event));
+        let pod = json!({"status": {"podIPs": [{"ip": "10.0.0.1"}]}});
+        assert!(select("status.podIP=10.0.0.1", "", "pods", &pod));
     }
 }

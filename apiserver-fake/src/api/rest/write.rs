@@ -17,7 +17,7 @@ use super::field_validation::{self, FieldValidation};
 use super::generation;
 use super::lifecycle::{admit_create, prepare_for_create};
 use super::managed_fields;
-use super::negotiation::{content_type, decode_body};
+use super::negotiation::{content_type, decode_body, input_media_type};
 use super::object::{
     check_type_meta, check_update_name, generate_name, meta_str, metadata_mut, reconcile_create_namespace,
 };
@@ -321,7 +321,7 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value) -> Result<(), Status> 
 
 /// The raw body when it is JSON (where duplicate fields can be seen).
 fn json_body<'b>(req: &RestRequest<'_>, body: &'b [u8]) -> Option<&'b [u8]> {
-    (content_type(&req.headers).as_deref() == Some("application/json")).then_some(body)
+    (input_media_type(&req.headers).as_deref() == Some("application/json")).then_some(body)
 }
 
 /// Adds upstream's `Warning: 299 - "<text>"` headers.

@@ -3,7 +3,7 @@
 //!
 //! * [`RbacAuthorizer`] decides on a snapshot of the policy ([`policy::Policy`]), kept equal to the
 //!   store by informers, so a request never waits for storage.
-//! * [`run_controller`] does, for each server started with RBAC, what kube-apiserver's
+//! * [`run_controller`] does, for each server, what kube-apiserver's
 //!   `rbac/bootstrap-roles` post-start hook does (creates the bootstrap ClusterRoles and
 //!   ClusterRoleBindings that are missing: `cluster-admin` for `system:masters`, `system:discovery`,
 //!   `system:basic-user`, `system:public-info-viewer`, the aggregated `admin`/`edit`/`view`, …, from
@@ -13,7 +13,8 @@
 //!
 //! Deviations: aggregation selectors use `matchLabels` only; the bootstrap roles are created when
 //! missing but not reconciled when they exist (upstream adds missing rules to roles annotated
-//! `rbac.authorization.kubernetes.io/autoupdate: "true"`); they are created only by servers that run RBAC.
+//! `rbac.authorization.kubernetes.io/autoupdate: "true"`). Every server bootstraps them, whatever its
+//! `--authorization-mode`, as kube-apiserver does (its post-start hook comes with the RBAC API group).
 
 pub mod policy;
 

@@ -16,7 +16,8 @@
 //! binary's version is followed ([`gate`]); the fake does not accept `--feature-gates` for these gates.
 //!
 //! One module per API group: [`core`] (with [`pod`] for the pod spec shared by every template and
-//! [`service_ip`] for cluster IP and node port allocation), [`apps`], [`batch`], [`networking`].
+//! [`service_ip`] for cluster IP and node port allocation), [`apps`], [`batch`], [`networking`]; and
+//! [`status`], the status fields every kind's Go encoding always writes.
 
 pub mod apps;
 pub mod batch;
@@ -24,6 +25,7 @@ pub mod core;
 pub mod networking;
 pub mod pod;
 pub mod service_ip;
+pub mod status;
 
 use serde_json::{Map, Value};
 
@@ -38,6 +40,7 @@ pub fn set_defaults(resource: &ResourceInfo, version: KubeVersion, object: &mut 
         return;
     }
     let Some(map) = object.as_object_mut() else { return };
+    status::set_zero_status_fields(resource, version, map);
     match (resource.group.as_str(), resource.resource.as_str()) {
         ("", "pods") => core::set_defaults_pod(map),
         ("", "podtemplates") => pod::set_defaults_template_at(map, "template"),

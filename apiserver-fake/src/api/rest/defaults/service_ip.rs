@@ -158,6 +158,12 @@ impl ServiceCidr {
         (offset < self.allocatable()).then_some(offset)
     }
 
+    /// The range's first address (network + 1): the `default/kubernetes` Service's cluster IP, as
+    /// kube-apiserver's `ServiceIPRange` computes the API server service IP.
+    pub fn first_address(&self) -> IpAddr {
+        self.address(0)
+    }
+
     /// `calculateRangeOffset`: the size of the lower band dynamic allocation avoids (16..=256).
     fn static_band(&self) -> u128 {
         let size = self.allocatable();

@@ -389,6 +389,38 @@ fn quota_usage(quota: &Value) -> (String, String) {
     (requests.join(", "), limits.join(", "))
 }
 
+/// ComponentStatus columns (`printComponentStatus`): the `Healthy` condition as `Healthy`/`Unhealthy`
+/// (`Unknown` without one), with its message and error.
+pub fn component_status() -> Printer {
+    Printer::new(
+        vec![
+            Column::NAME,
+            Column::string("Status", "Status of the component conditions"),
+            Column::string("Message", "Message of the component conditions"),
+            Column::string("Error", "Error of the component conditions"),
+        ],
+        |status, _| {
+            let healthy = status
+                .get("conditions")
+                .and_then(Value::as_array)
+                .and_then(|conditions| conditions.iter().find(|c| c["type"] == "Healthy"));
+            let (state, message, error) = match healthy {
+                None => ("Unknown", "", ""),
+                Some(condition) => (
+                    if condition["status"] == "True" {
+                        "Healthy"
+                    } else {
+                        "Unhealthy"
+                    },
+                    text(condition, &["message"]),
+                    text(condition, &["error"]),
+                ),
+            };
+            vec![name(status).into(), state.into(), message.into(), error.into()]
+        },
+    )
+}
+
 /// Lease columns.
 pub fn lease() -> Printer {
     Printer::new(

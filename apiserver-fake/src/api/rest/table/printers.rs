@@ -173,6 +173,7 @@ pub fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Prin
         ("", "serviceaccounts") => cluster::service_account(),
         ("", "resourcequotas") => cluster::resource_quota(minor(33)),
         ("coordination.k8s.io", "leases") => cluster::lease(),
+        ("", "componentstatuses") => cluster::component_status(),
         ("coordination.k8s.io", "leasecandidates") => cluster::lease_candidate(),
         ("scheduling.k8s.io", "priorityclasses") => cluster::priority_class(minor(32)),
         ("node.k8s.io", "runtimeclasses") => cluster::runtime_class(),
