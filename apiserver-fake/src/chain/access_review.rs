@@ -19,7 +19,7 @@ use mvp_core::{RequestInfo, UserInfo};
 use serde_json::{Map, Value, json};
 
 use super::authorization::Authorizer;
-use crate::api::rest::negotiation::{decode_body, negotiate_output};
+use crate::api::rest::negotiation::{Transforms, decode_body, negotiate_output};
 use crate::api::rest::object::check_type_meta;
 use crate::api::rest::read_body;
 use crate::api::status::{GroupKind, Status, StatusCause};
@@ -76,7 +76,7 @@ pub async fn serve(
     parts: &Parts,
     body: Body,
 ) -> Response {
-    let format = match negotiate_output(&parts.headers, false) {
+    let format = match negotiate_output(&parts.headers, Transforms::None) {
         Ok(format) => format,
         Err(status) => return axum::response::IntoResponse::into_response(status),
     };
