@@ -100,6 +100,8 @@ pub struct ServerState {
     pub proxy: Option<PeerProxy>,
     /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
     pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
+    /// The authenticator union (TokenRequest signs with its service-account key, TokenReview asks it).
+    pub authenticator: Arc<Authenticator>,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -239,6 +241,10 @@ impl crate::chain::ServerContext for ServerState {
         &self.openapi
     }
 
+    fn authenticator(&self) -> &Authenticator {
+        &self.authenticator
+    }
+
     async fn check_readiness(&self) -> Option<&'static str> {
         ServerState::check_readiness(self).await
     }
@@ -362,7 +368,10 @@ impl Drop for RunningServer {
 pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<RunningServer, ServerError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let acceptor = TlsAcceptor::from(Arc::new(tls::server_tls_config(&options)?));
-    let authenticator = Arc::new(Authenticator::new(&options.flags.authentication())?);
+    let authenticator = Arc::new(Authenticator::new(
+        &options.flags.authentication(),
+        options.binary_version,
+    )?);
     let builtin = Arc::new(ServedApis::builtin(
         options.emulated_version,
         &options.runtime_config,
@@ -471,6 +480,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         inflight,
         requests: Default::default(),
         local_addr,
+        authenticator: authenticator.clone(),
     });
     let app = crate::chain::handler_chain(state.clone(), authenticator, mvp);
     let crash = CancellationToken::new();
