@@ -523,7 +523,7 @@ fn created_success(req: &RestRequest<'_>) -> Response {
     req.respond(StatusCode::CREATED, &status.to_value())
 }
 
-/// Decodes a create body of `kind` in one of `api_versions`, whose name must be the URL's.
+/// Decodes a create body of `kind` in one of `api_versions` (or untyped), whose name must be the URL's.
 async fn action_body(
     req: &RestRequest<'_>,
     body: Body,
@@ -537,7 +537,10 @@ async fn action_body(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let object_kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if object_kind != kind || !api_versions.contains(&api_version) {
+    // Without apiVersion and kind the body decodes into the type the endpoint expects (kube-rs
+    // sends evictions so); with them, they must name it.
+    let untyped = api_version.is_empty() && object_kind.is_empty();
+    if !untyped && (object_kind != kind || !api_versions.contains(&api_version)) {
         return Err(Status::bad_request(format!(
             "no kind {object_kind:?} is registered for version {api_version:?} in scheme \"pkg/api/legacyscheme/scheme.go:30\""
         )));
