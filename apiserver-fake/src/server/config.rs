@@ -329,12 +329,11 @@ impl ServerFlags {
                 key_files: self.service_account_key_file.clone(),
                 signing_key_file: self.service_account_signing_key_file.clone(),
                 api_audiences: self.api_audiences.clone(),
+                // Checked by `validate`.
                 max_expiration: self
                     .service_account_max_token_expiration
                     .as_deref()
-                    .and_then(|d| go_parse_duration::parse_duration(d).ok())
-                    .and_then(|nanos| u64::try_from(nanos).ok())
-                    .map(Duration::from_nanos),
+                    .and_then(go_duration),
             },
         }
     }
@@ -530,6 +529,15 @@ impl ServerFlags {
                 });
             }
         };
+        if let Some(max) = &self.service_account_max_token_expiration
+            && go_duration(max).is_none_or(|d| d.is_zero())
+        {
+            return Err(ConfigError::InvalidValue {
+                flag: "service-account-max-token-expiration",
+                value: max.clone(),
+                reason: "must be a positive duration such as 24h0m0s".to_owned(),
+            });
+        }
         let hostname = match &self.hostname {
             Some(h) => h.clone(),
             None => machine_hostname(),
