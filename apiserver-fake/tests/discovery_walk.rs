@@ -280,6 +280,14 @@ async fn walk_minor(minor: u8) -> Result<usize, String> {
         )
         .await;
     assert_eq!(namespace.status, StatusCode::CREATED, "{}", namespace.text());
+    // The node `pods/binding` assigns the walk's pod to: its kubelet is then what is missing.
+    let node = client
+        .post(
+            "/api/v1/nodes",
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "walk-node"}}).to_string(),
+        )
+        .await;
+    assert_eq!(node.status, StatusCode::CREATED, "{}", node.text());
     let crd = client
         .post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
         .await;

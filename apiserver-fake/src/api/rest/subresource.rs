@@ -16,7 +16,7 @@
 //!
 //! A pod that has a node (bound through `pods/binding`) would be served by its kubelet; the fake has
 //! none, so its log, exec, attach and port-forward answer what kube-apiserver answers when it cannot
-//! reach the kubelet: 500 with the dial error.
+//! reach the kubelet: 404 while the Node object does not exist, then 500 with the dial error.
 //!
 //! The upstream sources: `pkg/registry/core/pod/strategy.go` (`LogLocation`, `streamLocation`,
 //! `ResourceLocation`, the ephemeral containers and resize strategies), `pkg/registry/core/pod/storage`
@@ -71,17 +71,17 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
             validate_container(&pod, req.query.get("container").unwrap_or_default())?;
             match node_name(&pod) {
                 "" => Ok(no_content()),
-                node => Err(kubelet_unreachable(node)),
+                node => Err(kubelet_of(req, node).await),
             }
         }
         ("pods", "exec" | "attach") => {
             let pod = parent(req).await?;
             validate_container(&pod, req.query.get("container").unwrap_or_default())?;
-            no_host(req, &pod)
+            no_host(req, &pod).await
         }
         ("pods", "portforward") => {
             let pod = parent(req).await?;
-            no_host(req, &pod)
+            no_host(req, &pod).await
         }
         ("pods", "proxy") => {
             let name = proxied_name(req)?;
@@ -489,13 +489,23 @@ fn validate_container(pod: &Value, container: &str) -> Result<(), Status> {
 }
 
 /// `streamLocation` / `PortForwardLocation`: a pod not yet scheduled has nowhere to connect to.
-fn no_host(req: &RestRequest<'_>, pod: &Value) -> Result<Response, Status> {
+async fn no_host(req: &RestRequest<'_>, pod: &Value) -> Result<Response, Status> {
     match node_name(pod) {
         "" => Err(Status::bad_request(format!(
             "pod {} does not have a host assigned",
             req.info.name
         ))),
-        node => Err(kubelet_unreachable(node)),
+        node => Err(kubelet_of(req, node).await),
+    }
+}
+
+/// The connection to `node`'s kubelet (`GetConnectionInfo`): the node must exist (404 otherwise, as
+/// upstream), and then the kubelet that the fake does not have is unreachable.
+async fn kubelet_of(req: &RestRequest<'_>, node: &str) -> Status {
+    let nodes = StorageResource::new("", "nodes");
+    match req.ctx.store.get(&nodes, &ObjectKey::cluster(node)).await {
+        Ok(_) => kubelet_unreachable(node),
+        Err(e) => e.into(),
     }
 }
 
