@@ -170,3 +170,112 @@ async fn approval_and_ephemeral_container_writes_change_only_their_part() {
     insta::assert_yaml_snapshot!("approval_and_ephemeral_container_refusals", refusals);
     cluster.shutdown().await;
 }
+
+/// The claims of a JWT, with what varies between runs redacted.
+fn claims_of(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let bytes = data_encoding::BASE64URL_NOPAD
+        .decode(payload.as_bytes())
+        .expect("base64url");
+    let mut claims: Value = serde_json::from_slice(&bytes).expect("JSON");
+    for field in ["exp", "iat", "nbf", "jti"] {
+        claims[field] = json!(format!("[{field}]"));
+    }
+    for object in ["pod", "serviceaccount", "node"] {
+        if let Some(uid) = claims.pointer_mut(&format!("/kubernetes.io/{object}/uid")) {
+            *uid = json!("[uid]");
+        }
+    }
+    claims
+}
+
+#[tokio::test]
+async fn a_token_bound_to_a_pod_names_it_and_its_node_and_dies_with_it() {
+    let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;
+    let client = TestClient::admin(&cluster, 0);
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}});
+    let accounts = "/api/v1/namespaces/default/serviceaccounts";
+    assert_eq!(
+        client.post(accounts, &account.to_string()).await.status,
+        StatusCode::CREATED
+    );
+    let other = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "other"}});
+    assert_eq!(
+        client.post(accounts, &other.to_string()).await.status,
+        StatusCode::CREATED
+    );
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}});
+    assert_eq!(
+        client.post("/api/v1/nodes", &node.to_string()).await.status,
+        StatusCode::CREATED
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+        "spec": {"serviceAccountName": "robot", "nodeName": "node-1",
+            "containers": [{"name": "web", "image": "nginx"}]}});
+    let created = client.post(PODS, &pod.to_string()).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let pod_uid = created.json()["metadata"]["uid"].as_str().unwrap().to_owned();
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": ["vault"], "expirationSeconds": 600,
+            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web", "uid": pod_uid}}});
+    let reply = client
+        .post(&format!("{accounts}/robot/token"), &request.to_string())
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+    let mut response = reply.json();
+    let token = response["status"]["token"].as_str().unwrap().to_owned();
+    response["status"]["token"] = json!("[token]");
+    response["status"]["expirationTimestamp"] = json!("[timestamp]");
+    response["spec"]["boundObjectRef"]["uid"] = json!("[uid]");
+    // Another account's pod, or a stale uid, cannot be bound.
+    let mut wrong_account = request.clone();
+    wrong_account["spec"]["boundObjectRef"]["uid"] = json!(null);
+    let mut refusals = Vec::new();
+    for (path, body) in [
+        (format!("{accounts}/other/token"), wrong_account),
+        (format!("{accounts}/robot/token"), {
+            let mut stale = request.clone();
+            stale["spec"]["boundObjectRef"]["uid"] = json!("0000");
+            stale
+        }),
+        (
+            format!("{accounts}/robot/token"),
+            json!({"spec": {"expirationSeconds": 60}}),
+        ),
+    ] {
+        refusals.push(answer(&client, Method::POST, &path, Some(body)).await);
+    }
+    // Reviewed for its audience, the token names the pod and its node; for another audience it fails.
+    let review = |audiences: Value| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token, "audiences": audiences}})
+        .to_string()
+    };
+    let reviews = "/apis/authentication.k8s.io/v1/tokenreviews";
+    let mut reviewed = client.post(reviews, &review(json!(["vault"]))).await.json();
+    reviewed["spec"]["token"] = json!("[token]");
+    for key in ["credential-id", "pod-uid", "node-uid"] {
+        reviewed["status"]["user"]["extra"][format!("authentication.kubernetes.io/{key}")] = json!(["[id]"]);
+    }
+    reviewed["status"]["user"]["uid"] = json!("[uid]");
+    let other_audience = client.post(reviews, &review(json!(["api"]))).await.json();
+    assert_eq!(
+        other_audience["status"]["error"],
+        "[invalid bearer token, token audiences is invalid]"
+    );
+    // Once the pod is gone, the token is.
+    let deleted = client
+        .send(Method::DELETE, &format!("{PODS}/web"), &[], None)
+        .await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    let after = client.post(reviews, &review(json!(["vault"]))).await.json();
+    assert_eq!(
+        after["status"]["error"],
+        "[invalid bearer token, pod default/web not found]"
+    );
+    insta::assert_yaml_snapshot!(
+        "pod_bound_token",
+        json!({"response": response, "claims": claims_of(&token), "review": reviewed, "refusals": refusals})
+    );
+    cluster.shutdown().await;
+}

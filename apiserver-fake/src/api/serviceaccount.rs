@@ -638,8 +638,9 @@ async fn bind_object(
     let object = store.get(&StorageResource::new("", resource), &key).await?;
     let actual_uid = meta_str(&object, "uid").to_owned();
     if !uid.is_empty() && uid != actual_uid {
+        // Upstream names the kind where a resource would be (`GroupResource{Resource: gvk.Kind}`).
         return Err(Status::conflict_with(
-            &crate::store::GroupResource::new("", resource),
+            &crate::store::GroupResource::new("", kind),
             name,
             &format!(
                 "the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"
