@@ -10,7 +10,9 @@
 //! * the front-proxy (requestheader) CA (`front-proxy-ca.crt/.key`) and its client certificate
 //!   (`front-proxy-client.crt/.key`, CN configurable);
 //! * an admin client certificate (`admin.crt/.key`: CN `admin`, O `system:masters`), which the
-//!   per-server kubeconfigs (`<name>.kubeconfig`) embed.
+//!   per-server kubeconfigs (`<name>.kubeconfig`) embed;
+//! * the service-account key pair (`sa.key`/`sa.pub`, [`ServiceAccountKey`]) that signs and verifies
+//!   ServiceAccount tokens.
 //!
 //! Keys are ECDSA P-256 in PKCS#8 PEM, written with mode 0600. CAs are valid for ten years, leaf
 //! certificates for one, both from an hour ago. Every certificate is available as PEM and as rustls
@@ -38,6 +40,7 @@ mod keyed_cert;
 mod kubeconfig;
 mod paths;
 mod pki;
+mod service_account;
 mod spec;
 
 pub use authority::{CertificateAuthority, MAX_GROUPS};
@@ -46,4 +49,5 @@ pub use keyed_cert::KeyedCert;
 pub use kubeconfig::render_kubeconfig;
 pub use paths::PkiPaths;
 pub use pki::{Issuer, Pki};
+pub use service_account::{ServiceAccountKey, TokenAlgorithm};
 pub use spec::{APISERVER_DNS_NAMES, DEFAULT_FRONT_PROXY_CLIENT_CN, PkiSpec, ServerSpec};

@@ -27,6 +27,10 @@ pub struct PkiPaths {
     pub admin_cert: PathBuf,
     /// `admin.key`.
     pub admin_key: PathBuf,
+    /// `sa.key`: the service-account signing key, for `--service-account-signing-key-file`.
+    pub service_account_key: PathBuf,
+    /// `sa.pub`: its public key, for `--service-account-key-file`.
+    pub service_account_pub: PathBuf,
 }
 
 impl PkiPaths {
@@ -43,6 +47,8 @@ impl PkiPaths {
             front_proxy_client_key: at("front-proxy-client.key"),
             admin_cert: at("admin.crt"),
             admin_key: at("admin.key"),
+            service_account_key: at("sa.key"),
+            service_account_pub: at("sa.pub"),
         }
     }
 

@@ -3,7 +3,9 @@
 use std::path::Path;
 
 use crate::keyed_cert::write_private;
-use crate::{CertificateAuthority, Error, KeyedCert, PkiPaths, PkiSpec, Result, render_kubeconfig};
+use crate::{
+    CertificateAuthority, Error, KeyedCert, PkiPaths, PkiSpec, Result, ServiceAccountKey, render_kubeconfig,
+};
 
 /// CN of the cluster CA (kubeadm's).
 const CA_CN: &str = "kubernetes";
@@ -35,6 +37,7 @@ pub struct Pki {
     admin: KeyedCert,
     /// In [`PkiSpec::servers`] order.
     servers: Vec<(String, KeyedCert)>,
+    service_account: ServiceAccountKey,
 }
 
 impl Pki {
@@ -63,7 +66,13 @@ impl Pki {
             front_proxy_client,
             admin,
             servers,
+            service_account: ServiceAccountKey::generate()?,
         })
+    }
+
+    /// The service-account key pair (`sa.key`/`sa.pub`).
+    pub fn service_account_key(&self) -> &ServiceAccountKey {
+        &self.service_account
     }
 
     /// The cluster CA certificate and key: trust it to verify servers, peers and ordinary clients.
@@ -129,6 +138,13 @@ impl Pki {
         for (name, cert) in self.servers() {
             cert.write_to(&paths.server_cert(name), &paths.server_key(name))?;
         }
+        write_private(&paths.service_account_key, self.service_account.private_key_pem())?;
+        std::fs::write(&paths.service_account_pub, self.service_account.public_key_pem()).map_err(
+            |source| Error::Io {
+                path: paths.service_account_pub.clone(),
+                source,
+            },
+        )?;
         Ok(paths)
     }
 

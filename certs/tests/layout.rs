@@ -35,6 +35,8 @@ fn write_to_uses_kubeadm_file_names_with_the_generated_contents() {
             "front-proxy-ca.key",
             "front-proxy-client.crt",
             "front-proxy-client.key",
+            "sa.key",
+            "sa.pub",
         ]
     );
     let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap();
@@ -52,6 +54,16 @@ fn write_to_uses_kubeadm_file_names_with_the_generated_contents() {
         read(&paths.ca_key).starts_with("-----BEGIN PRIVATE KEY-----"),
         "PKCS#8 PEM"
     );
+    // kubeadm's service-account key pair: the private key (PKCS#8) and its PKIX public key.
+    assert_eq!(
+        read(&paths.service_account_key),
+        pki.service_account_key().private_key_pem()
+    );
+    assert_eq!(
+        read(&paths.service_account_pub),
+        pki.service_account_key().public_key_pem()
+    );
+    assert!(read(&paths.service_account_pub).starts_with("-----BEGIN PUBLIC KEY-----"));
 }
 
 #[cfg(unix)]
@@ -69,6 +81,7 @@ fn keys_and_kubeconfigs_are_owner_only() {
         &paths.front_proxy_ca_key,
         &paths.front_proxy_client_key,
         &paths.admin_key,
+        &paths.service_account_key,
     ] {
         assert_eq!(mode(key), 0o600, "{}", key.display());
     }

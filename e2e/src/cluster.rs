@@ -316,6 +316,18 @@ impl ServerBuilder {
             ("--client-ca-file".into(), Some(p(&paths.ca_cert))),
             ("--token-auth-file".into(), Some(p(token_csv))),
             (
+                "--service-account-issuer".into(),
+                Some(apiserver_fake::api::serviceaccount::DEFAULT_ISSUER.into()),
+            ),
+            (
+                "--service-account-key-file".into(),
+                Some(p(&paths.service_account_pub)),
+            ),
+            (
+                "--service-account-signing-key-file".into(),
+                Some(p(&paths.service_account_key)),
+            ),
+            (
                 "--requestheader-client-ca-file".into(),
                 Some(p(&paths.front_proxy_ca_cert)),
             ),

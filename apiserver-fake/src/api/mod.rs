@@ -8,6 +8,7 @@ pub mod not_found;
 pub mod openapi;
 pub mod protobuf;
 pub mod rest;
+pub mod serviceaccount;
 pub mod status;
 pub mod version_info;
 pub mod whoami;

@@ -1,8 +1,9 @@
 //! Authentication: who is calling.
 //!
 //! Mirrors kube-apiserver's authenticator union, in its order: requestheader (front-proxy certificate plus
-//! `X-Remote-*` headers, via [`mvp_core::RequestHeaderAuthenticator`]), x509 client certificates (CN = user, O = groups)
-//! and static bearer tokens (`--token-auth-file`). Identity headers are believed only from a client the
+//! `X-Remote-*` headers, via [`mvp_core::RequestHeaderAuthenticator`]), x509 client certificates (CN = user, O = groups),
+//! static bearer tokens (`--token-auth-file`) and ServiceAccount tokens
+//! ([`crate::api::serviceaccount`], checked against the store in [`Authenticator::authenticate_request`]). Identity headers are believed only from a client the
 //! requestheader authenticator accepted; from anyone else they are removed before the request goes on.
 //! Every authenticated user gets `system:authenticated`, as upstream's group adder does.
 
@@ -19,6 +20,10 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
+
+use crate::api::catalog::KubeVersion;
+use crate::api::serviceaccount::{ServiceAccountKeyError, ServiceAccountOptions, ServiceAccountTokens};
+use crate::store::Store;
 
 /// The group every authenticated user belongs to.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
@@ -107,6 +112,9 @@ pub enum AuthSetupError {
     /// The requestheader authenticator rejected its configuration.
     #[error("requestheader: {0}")]
     RequestHeader(String),
+    /// The service-account keys are unusable.
+    #[error(transparent)]
+    ServiceAccount(#[from] ServiceAccountKeyError),
 }
 
 /// The union of authenticators a server runs.
@@ -114,6 +122,7 @@ pub struct Authenticator {
     request_header: Option<RequestHeaderAuthenticator>,
     client_ca: Option<ClientCa>,
     tokens: HashMap<String, UserInfo>,
+    service_accounts: Arc<ServiceAccountTokens>,
     anonymous: bool,
 }
 
@@ -225,11 +234,14 @@ pub struct AuthenticationOptions {
     pub requestheader_group_headers: Vec<String>,
     /// `--requestheader-extra-headers-prefix`.
     pub requestheader_extra_headers_prefix: Vec<String>,
+    /// `--service-account-*` and `--api-audiences`.
+    pub service_account: ServiceAccountOptions,
 }
 
 impl Authenticator {
-    /// Builds the union from kube-apiserver's authentication flags.
-    pub fn new(flags: &AuthenticationOptions) -> Result<Self, AuthSetupError> {
+    /// Builds the union from kube-apiserver's authentication flags (`binary_version` decides which
+    /// claims ServiceAccount tokens carry).
+    pub fn new(flags: &AuthenticationOptions, binary_version: KubeVersion) -> Result<Self, AuthSetupError> {
         let client_ca = match &flags.client_ca_file {
             Some(path) => Some(ClientCa {
                 verifier: WebPkiClientVerifier::builder(Arc::new(read_root_store(path)?))
@@ -273,14 +285,73 @@ impl Authenticator {
             request_header,
             client_ca,
             tokens,
+            service_accounts: Arc::new(ServiceAccountTokens::new(&flags.service_account, binary_version)?),
             anonymous: flags.anonymous_auth,
+        })
+    }
+
+    /// The keys ServiceAccount tokens are signed and verified with.
+    pub fn service_account_tokens(&self) -> &Arc<ServiceAccountTokens> {
+        &self.service_accounts
+    }
+
+    /// The user of a static token (`--token-auth-file`), with `system:authenticated`.
+    pub fn static_token_user(&self, token: &str) -> Option<UserInfo> {
+        self.tokens.get(token).cloned().map(with_authenticated_group)
+    }
+
+    /// The whole union, ServiceAccount tokens included (their ServiceAccount must still be in
+    /// `store`): [`Self::authenticate`], with a bearer JWT tried before anonymous. A bearer token
+    /// no authenticator accepts is a 401 even with anonymous requests enabled, as upstream.
+    pub async fn authenticate_request(
+        &self,
+        conn: &ConnectionInfo,
+        headers: &mut HeaderMap,
+        store: &dyn Store,
+    ) -> Option<UserInfo> {
+        if let Some(user) = self.authenticate_credentials(conn, headers) {
+            return Some(user);
+        }
+        if let Some(token) = bearer_token(headers) {
+            let audiences = self.service_accounts.api_audiences().to_vec();
+            match self
+                .service_accounts
+                .authenticate(store, &token, &audiences)
+                .await
+            {
+                Ok(Some((user, _))) => {
+                    headers.remove(AUTHORIZATION);
+                    return Some(with_authenticated_group(user));
+                }
+                Ok(None) => return None,
+                Err(reason) => {
+                    tracing::debug!(%reason, "service account token rejected");
+                    return None;
+                }
+            }
+        }
+        self.anonymous()
+    }
+
+    fn anonymous(&self) -> Option<UserInfo> {
+        self.anonymous.then(|| UserInfo {
+            name: "system:anonymous".to_owned(),
+            groups: vec!["system:unauthenticated".to_owned()],
+            ..Default::default()
         })
     }
 
     /// Authenticates a request. Identity headers are removed unless the requestheader authenticator
     /// vouched for the connection; `Authorization` is removed after a successful token login (as upstream).
-    /// `None` means nobody could be authenticated (the caller answers 401).
+    /// `None` means nobody could be authenticated (the caller answers 401). ServiceAccount tokens need
+    /// the store: [`Self::authenticate_request`] tries them too.
     pub fn authenticate(&self, conn: &ConnectionInfo, headers: &mut HeaderMap) -> Option<UserInfo> {
+        self.authenticate_credentials(conn, headers)
+            .or_else(|| self.anonymous())
+    }
+
+    /// The synchronous authenticators of the union, without anonymous.
+    fn authenticate_credentials(&self, conn: &ConnectionInfo, headers: &mut HeaderMap) -> Option<UserInfo> {
         let chain = conn.client_chain.as_deref().map(Vec::as_slice);
         let verdicts = &conn.chain_verdicts;
         if let (Some(rh), Some(chain)) = (&self.request_header, chain)
@@ -302,13 +373,6 @@ impl Authenticator {
             headers.remove(AUTHORIZATION);
             return Some(with_authenticated_group(user));
         }
-        if self.anonymous {
-            return Some(UserInfo {
-                name: "system:anonymous".to_owned(),
-                groups: vec!["system:unauthenticated".to_owned()],
-                ..Default::default()
-            });
-        }
         None
     }
 
@@ -320,13 +384,18 @@ impl Authenticator {
     }
 
     fn token_user(&self, headers: &HeaderMap) -> Option<UserInfo> {
-        let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
-        let (scheme, token) = value.split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return None;
-        }
-        self.tokens.get(token.trim()).cloned()
+        self.tokens.get(&bearer_token(headers)?).cloned()
     }
+}
+
+/// The bearer token of an `Authorization` header.
+fn bearer_token(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    Some(token.trim().to_owned())
 }
 
 fn with_authenticated_group(mut user: UserInfo) -> UserInfo {

@@ -45,7 +45,10 @@ pub(super) async fn authenticate<S: ServerContext>(
         .get::<ConnectionInfo>()
         .cloned()
         .unwrap_or_default();
-    match authenticator.authenticate(&conn, req.headers_mut()) {
+    let user = authenticator
+        .authenticate_request(&conn, req.headers_mut(), state.store().as_ref())
+        .await;
+    match user {
         Some(user) => match super::impersonation::impersonated_user(req.headers_mut()) {
             Ok(Some(impersonated)) => {
                 let attributes = authorization::impersonation_request(&impersonated.name);

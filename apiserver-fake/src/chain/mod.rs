@@ -87,6 +87,9 @@ pub trait ServerContext: Send + Sync + 'static {
     fn discovery(&self) -> &DiscoveryContext;
     /// `/openapi/v2` and `/openapi/v3`.
     fn openapi(&self) -> &OpenApiService;
+    /// The authenticator union (its ServiceAccount token keys and static tokens serve TokenRequest and
+    /// TokenReview).
+    fn authenticator(&self) -> &Authenticator;
     /// The first readiness check that has not passed (`/readyz`), or `None` when ready.
     fn check_readiness(&self) -> impl Future<Output = Option<&'static str>> + Send;
 }

@@ -110,9 +110,35 @@ async fn api<S: ServerContext>(State(state): State<Arc<S>>, req: Request) -> Res
         let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
         return super::access_review::serve(state.authorizer(), &info, &user, &parts, body).await;
     }
+    if crate::api::serviceaccount::is_token_review(&info.api_group, &info.resource, &info.verb)
+        && info.name.is_empty()
+        && served
+            .resource(&info.api_group, &info.api_version, &info.resource)
+            .is_some()
+    {
+        return token_review(state.as_ref(), &info, body).await;
+    }
     let ctx = crate::api::rest::RestContext::new(state.store().clone(), served, state.binary_version())
-        .with_service_cidr(state.service_cidr());
+        .with_service_cidr(state.service_cidr())
+        .with_service_account_tokens(state.authenticator().service_account_tokens().clone());
     crate::api::rest::handle(&ctx, &info, Request::from_parts(parts, body)).await
+}
+
+/// A TokenReview: never stored, so it needs no name (see [`crate::api::serviceaccount::token_review`]).
+async fn token_review<S: ServerContext>(state: &S, info: &RequestInfo, body: Body) -> Response {
+    let body = match crate::api::rest::read_body(body).await {
+        Ok(body) => body,
+        Err(status) => return status.into_response(),
+    };
+    let authenticator = state.authenticator();
+    crate::api::serviceaccount::token_review(
+        authenticator.service_account_tokens(),
+        state.store().as_ref(),
+        &|token| authenticator.static_token_user(token),
+        &info.api_version,
+        &body,
+    )
+    .await
 }
 
 fn text(code: StatusCode, body: &'static str) -> Response {

@@ -328,6 +328,17 @@ fn member_flags(member: &MemberSpec, dir: &Path, port: u16) -> Vec<String> {
         "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
         format!("--proxy-client-cert-file={}", p(&paths.front_proxy_client_cert)),
         format!("--proxy-client-key-file={}", p(&paths.front_proxy_client_key)),
+        // kubeadm's: every server signs with sa.key and verifies with sa.pub, so a token one issues is
+        // accepted by all.
+        format!(
+            "--service-account-issuer={}",
+            crate::api::serviceaccount::DEFAULT_ISSUER
+        ),
+        format!("--service-account-key-file={}", p(&paths.service_account_pub)),
+        format!(
+            "--service-account-signing-key-file={}",
+            p(&paths.service_account_key)
+        ),
     ];
     // A flag given in the member's extra flags replaces the cluster's default for it (list flags would
     // otherwise accumulate, as kube-apiserver's do).

@@ -182,6 +182,27 @@ pub struct ServerFlags {
     /// default is kubeadm's, kube-apiserver has none. The fake serves one, single-stack range.)
     #[arg(long, default_value = "10.96.0.0/12")]
     pub service_cluster_ip_range: String,
+    /// Identifier of the service account token issuer (the `iss` claim of the tokens it issues). The
+    /// first value issues; every value is accepted. (The fake defaults to
+    /// `https://kubernetes.default.svc.cluster.local`, kube-apiserver requires the flag.)
+    #[arg(long)]
+    pub service_account_issuer: Vec<String>,
+    /// File containing PEM-encoded x509 RSA or ECDSA private or public keys, used to verify
+    /// ServiceAccount tokens. The file may contain multiple keys, and the flag may be repeated.
+    #[arg(long)]
+    pub service_account_key_file: Vec<PathBuf>,
+    /// Path to the file that contains the current private key of the service account token issuer.
+    /// (Without it the fake signs with a key it generates at start-up, valid on this server only.)
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// Identifiers of the API. The service account token authenticator will validate that tokens used
+    /// against the API are bound to at least one of these audiences (default: the issuers).
+    #[arg(long, value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
+    /// The maximum validity duration of a token created by the service account token issuer (a Go
+    /// duration; none: no cap).
+    #[arg(long)]
+    pub service_account_max_token_expiration: Option<String>,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -311,6 +332,17 @@ impl ServerFlags {
             requestheader_uid_headers: self.requestheader_uid_headers.clone(),
             requestheader_group_headers: self.requestheader_group_headers.clone(),
             requestheader_extra_headers_prefix: self.requestheader_extra_headers_prefix.clone(),
+            service_account: crate::api::serviceaccount::ServiceAccountOptions {
+                issuers: self.service_account_issuer.clone(),
+                key_files: self.service_account_key_file.clone(),
+                signing_key_file: self.service_account_signing_key_file.clone(),
+                api_audiences: self.api_audiences.clone(),
+                // Checked by `validate`.
+                max_expiration: self
+                    .service_account_max_token_expiration
+                    .as_deref()
+                    .and_then(go_duration),
+            },
         }
     }
 
@@ -505,6 +537,15 @@ impl ServerFlags {
                 });
             }
         };
+        if let Some(max) = &self.service_account_max_token_expiration
+            && go_duration(max).is_none_or(|d| d.is_zero())
+        {
+            return Err(ConfigError::InvalidValue {
+                flag: "service-account-max-token-expiration",
+                value: max.clone(),
+                reason: "must be a positive duration such as 24h0m0s".to_owned(),
+            });
+        }
         let hostname = match &self.hostname {
             Some(h) => h.clone(),
             None => machine_hostname(),

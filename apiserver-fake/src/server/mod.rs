@@ -104,6 +104,8 @@ pub struct ServerState {
     /// The bootstrap RBAC policy and its snapshot, kept whatever the authorization mode (the
     /// authorizer's own in RBAC mode); `/readyz` waits for its bootstrap.
     pub rbac: Arc<crate::chain::rbac::RbacAuthorizer>,
+    /// The authenticator union (TokenRequest signs with its service-account key, TokenReview asks it).
+    pub authenticator: Arc<Authenticator>,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -238,6 +240,10 @@ impl crate::chain::ServerContext for ServerState {
         &self.openapi
     }
 
+    fn authenticator(&self) -> &Authenticator {
+        &self.authenticator
+    }
+
     async fn check_readiness(&self) -> Option<&'static str> {
         ServerState::check_readiness(self).await
     }
@@ -361,7 +367,10 @@ impl Drop for RunningServer {
 pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<RunningServer, ServerError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let acceptor = TlsAcceptor::from(Arc::new(tls::server_tls_config(&options)?));
-    let authenticator = Arc::new(Authenticator::new(&options.flags.authentication())?);
+    let authenticator = Arc::new(Authenticator::new(
+        &options.flags.authentication(),
+        options.binary_version,
+    )?);
     let builtin = Arc::new(ServedApis::builtin(
         options.emulated_version,
         &options.runtime_config,
@@ -480,6 +489,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         requests: Default::default(),
         local_addr,
         rbac,
+        authenticator: authenticator.clone(),
     });
     let app = crate::chain::handler_chain(state.clone(), authenticator, mvp);
     let crash = CancellationToken::new();

@@ -36,6 +36,7 @@ pub mod read;
 pub mod scale;
 pub mod selector;
 pub mod structural;
+pub mod subresource;
 pub mod table;
 pub mod watch;
 pub mod write;
@@ -217,6 +218,9 @@ pub struct RestContext {
     pub bookmark_interval: Duration,
     /// `--service-cluster-ip-range`: where Services' cluster IPs come from.
     pub service_cidr: defaults::service_ip::ServiceCidr,
+    /// The keys that sign ServiceAccount tokens (`serviceaccounts/token`); `None`: TokenRequest is
+    /// answered with a 500.
+    pub service_account_tokens: Option<Arc<crate::api::serviceaccount::ServiceAccountTokens>>,
 }
 
 impl std::fmt::Debug for RestContext {
@@ -243,7 +247,17 @@ impl RestContext {
             binary_version,
             bookmark_interval: Duration::from_secs(60),
             service_cidr: defaults::service_ip::ServiceCidr::default(),
+            service_account_tokens: None,
         }
+    }
+
+    /// Sets the keys TokenRequests are signed with.
+    pub fn with_service_account_tokens(
+        mut self,
+        tokens: Arc<crate::api::serviceaccount::ServiceAccountTokens>,
+    ) -> Self {
+        self.service_account_tokens = Some(tokens);
+        self
     }
 
     /// Overrides the service cluster IP range (default `10.96.0.0/12`).
@@ -444,6 +458,15 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
     let result = match info.verb.as_str() {
         _ if scale::serves(&request) => scale::handle(&request, body).await,
         _ if componentstatus::serves(&request) => componentstatus::handle(&request).await,
+        _ if subresource::is_action(&request.resource, &info.subresource) => {
+            subresource::handle(&request, body).await
+        }
+        _ if is_token_request(&request.resource, &info.subresource) => match &ctx.service_account_tokens {
+            Some(tokens) => crate::api::serviceaccount::token_request(tokens, &request, body).await,
+            None => Err(Status::internal_error(
+                "no service account token signer is configured",
+            )),
+        },
         "get" => read::get(&request).await,
         "list" => read::list(&request).await,
         "watch" => watch::watch(&request).await,
@@ -455,6 +478,14 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         _ => Err(Status::route_method_not_allowed()),
     };
     result.unwrap_or_else(|status| request.format.error(status))
+}
+
+/// Whether `subresource` of `resource` is `serviceaccounts/token` (TokenRequest).
+fn is_token_request(resource: &ResourceInfo, subresource: &str) -> bool {
+    !resource.custom
+        && resource.group.is_empty()
+        && resource.resource == "serviceaccounts"
+        && subresource == "token"
 }
 
 /// Mirrors the routes upstream's installer registers for a resource: which paths exist (scope, name,
@@ -505,9 +536,13 @@ fn check_route(
         if !sub.verbs.iter().any(|v| v == verb) {
             return Err(Status::route_method_not_allowed());
         }
-        let builtin_scale = sub.name == "scale" && scale::served_for(resource);
-        if sub.name != "status" && !builtin_scale {
-            // The fake implements the generic status subresource and the workloads' scale.
+        let served = sub.name == "status"
+            || (sub.name == "scale" && scale::served_for(resource))
+            || subresource::is_object_view(resource, &sub.name)
+            || subresource::is_action(resource, &sub.name)
+            || is_token_request(resource, &sub.name);
+        if !served {
+            // Every subresource discovery advertises is served; this is for ones a catalog adds later.
             let gr = GroupResource::new(&resource.group, format!("{}/{}", resource.resource, sub.name));
             return Err(Status::method_not_supported(&gr, verb));
         }

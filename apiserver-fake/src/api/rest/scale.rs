@@ -4,6 +4,10 @@
 //! string from the parent's status and selector — and writes (PUT, PATCH) that change only the
 //! parent's `spec.replicas` (optimistic concurrency on the parent's resourceVersion, generation bumped,
 //! a `scale` managedFields entry).
+//!
+//! Custom resources whose CRD version declares `subresources.scale` get the same view through the CRD's
+//! JSON paths, as the apiextensions server's `scaleFromCustomResource`: `specReplicasPath` and
+//! `statusReplicasPath` (0 when absent) and the optional `labelSelectorPath` (a string).
 
 use axum::body::Body;
 use axum::response::Response;
@@ -26,13 +30,16 @@ const SCALE_DEFINITION: &str = "io.k8s.api.autoscaling.v1.Scale";
 /// How often a scale write is retried after losing an optimistic-concurrency race.
 const ATTEMPTS: usize = 5;
 
-/// Whether `resource` has a scale subresource the fake serves (the built-in workloads).
+/// Whether `resource` has a scale subresource the fake serves (the built-in workloads, and custom
+/// resources whose CRD declares one).
 pub fn served_for(resource: &super::ResourceInfo) -> bool {
-    !resource.custom
-        && matches!(
-            (resource.group.as_str(), resource.resource.as_str()),
-            ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers")
-        )
+    if resource.custom {
+        return resource.subresources.iter().any(|s| s.name == "scale");
+    }
+    matches!(
+        (resource.group.as_str(), resource.resource.as_str()),
+        ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers")
+    )
 }
 
 /// Whether the request addresses a scale subresource the fake serves.
@@ -40,8 +47,137 @@ pub fn serves(req: &RestRequest<'_>) -> bool {
     req.info.subresource == "scale" && served_for(&req.resource)
 }
 
-/// The `Scale` of `parent`.
-pub fn scale_of(parent: &Value) -> Value {
+/// How a custom resource's fields map to its `Scale` (the CRD version's `subresources.scale`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomScale {
+    /// `specReplicasPath` as path segments (`.spec.replicas` → `["spec", "replicas"]`).
+    pub spec_replicas: Vec<String>,
+    /// `statusReplicasPath`.
+    pub status_replicas: Vec<String>,
+    /// `labelSelectorPath`, when set.
+    pub label_selector: Option<Vec<String>>,
+}
+
+impl CustomScale {
+    /// The scale mapping of `version` in `crd` (per-version `subresources`, else the top-level ones).
+    pub fn of_crd(crd: &Value, version: &str) -> Option<Self> {
+        let per_version = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|versions| {
+                versions
+                    .iter()
+                    .find(|v| v.get("name").and_then(Value::as_str) == Some(version))
+            })
+            .and_then(|v| v.get("subresources"));
+        let scale = per_version
+            .or_else(|| crd.pointer("/spec/subresources"))?
+            .get("scale")?;
+        let path = |field: &str| {
+            scale
+                .get(field)
+                .and_then(Value::as_str)
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    p.trim_start_matches('.')
+                        .split('.')
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+        };
+        Some(Self {
+            spec_replicas: path("specReplicasPath")?,
+            status_replicas: path("statusReplicasPath").unwrap_or_default(),
+            label_selector: path("labelSelectorPath"),
+        })
+    }
+
+    fn lookup<'v>(object: &'v Value, path: &[String]) -> Option<&'v Value> {
+        if path.is_empty() {
+            return None;
+        }
+        path.iter().try_fold(object, |at, key| at.get(key))
+    }
+
+    /// The `Scale` of custom resource `parent`.
+    pub fn scale_of(&self, parent: &Value) -> Value {
+        let replicas = |path: &[String]| Self::lookup(parent, path).and_then(Value::as_i64).unwrap_or(0);
+        let mut scale = json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": scale_metadata(parent),
+            "spec": {"replicas": replicas(&self.spec_replicas)},
+            "status": {"replicas": replicas(&self.status_replicas)},
+        });
+        if let Some(selector) = self
+            .label_selector
+            .as_deref()
+            .and_then(|path| Self::lookup(parent, path))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            scale["status"]["selector"] = json!(selector);
+        }
+        scale
+    }
+
+    /// Sets the replicas at `specReplicasPath` (creating the objects on the way).
+    fn set_replicas(&self, object: &mut Value, replicas: i64) {
+        let Some((last, parents)) = self.spec_replicas.split_last() else {
+            return;
+        };
+        let mut at = object;
+        for key in parents {
+            if !at.get(key).is_some_and(Value::is_object) {
+                at[key.as_str()] = json!({});
+            }
+            at = &mut at[key.as_str()];
+        }
+        at[last.as_str()] = json!(replicas);
+    }
+}
+
+/// How a resource's objects map to a `Scale`.
+enum Mapping {
+    /// The built-in workloads.
+    Builtin,
+    /// A custom resource, by its CRD.
+    Custom(CustomScale),
+}
+
+impl Mapping {
+    async fn of(req: &RestRequest<'_>) -> Result<Self, Status> {
+        if !req.resource.custom {
+            return Ok(Self::Builtin);
+        }
+        let crd =
+            crate::store::ObjectKey::cluster(&format!("{}.{}", req.resource.resource, req.resource.group));
+        let definition = req
+            .ctx
+            .store
+            .get(&super::lifecycle::custom_resource_definitions(), &crd)
+            .await?;
+        CustomScale::of_crd(&definition, &req.resource.version)
+            .map(Self::Custom)
+            .ok_or_else(Status::route_not_found)
+    }
+
+    fn scale_of(&self, parent: &Value) -> Value {
+        match self {
+            Self::Builtin => scale_of(parent),
+            Self::Custom(custom) => custom.scale_of(parent),
+        }
+    }
+
+    fn set_replicas(&self, object: &mut Value, replicas: i64) {
+        match self {
+            Self::Builtin => object["spec"]["replicas"] = json!(replicas),
+            Self::Custom(custom) => custom.set_replicas(object, replicas),
+        }
+    }
+}
+
+fn scale_metadata(parent: &Value) -> serde_json::Map<String, Value> {
     let metadata = &parent["metadata"];
     let mut scale_metadata = serde_json::Map::new();
     for field in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
@@ -49,6 +185,12 @@ pub fn scale_of(parent: &Value) -> Value {
             scale_metadata.insert(field.to_owned(), value.clone());
         }
     }
+    scale_metadata
+}
+
+/// The `Scale` of `parent`.
+pub fn scale_of(parent: &Value) -> Value {
+    let scale_metadata = scale_metadata(parent);
     // ReplicationControllers select by a plain map; the others by a LabelSelector.
     let selector = match parent.pointer("/spec/selector") {
         Some(Value::Object(map))
@@ -75,9 +217,10 @@ pub fn scale_of(parent: &Value) -> Value {
 /// GET, PUT or PATCH on `…/<name>/scale`.
 pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let storage = req.resource.storage();
+    let mapping = Mapping::of(req).await?;
     let current = req.ctx.store.get(&storage, &req.key()).await?;
     if req.info.verb == "get" {
-        return Ok(req.respond(StatusCode::OK, &scale_of(&current)));
+        return Ok(req.respond(StatusCode::OK, &mapping.scale_of(&current)));
     }
     req.query.dry_run()?;
     let (options, source_prefix) = if req.info.verb == "update" {
@@ -90,7 +233,7 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let definitions = crate::api::openapi::definitions::Definitions::of(req.ctx.binary_version);
     let mut current = current;
     for _ in 0..ATTEMPTS {
-        let scale = scale_of(&current);
+        let scale = mapping.scale_of(&current);
         let mut wanted = match req.info.verb.as_str() {
             "update" => {
                 let wanted = decode_body(&req.headers, &body, false)?;
@@ -148,19 +291,19 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
         let mut next = current.clone();
-        next["spec"]["replicas"] = json!(replicas);
+        mapping.set_replicas(&mut next, replicas);
         generation::prepare_for_update(req.generation_bump(), &current, &mut next);
         super::write::record_update(req, Some(&current), &mut next);
         if req.query.dry_run().unwrap_or(false) {
             return Ok(super::write::with_warnings(
-                req.respond(StatusCode::OK, &scale_of(&next)),
+                req.respond(StatusCode::OK, &mapping.scale_of(&next)),
                 &warnings,
             ));
         }
         match req.ctx.store.update(&storage, &req.key(), next, current_rv).await {
             Ok(written) => {
                 return Ok(super::write::with_warnings(
-                    req.respond(StatusCode::OK, &scale_of(&written)),
+                    req.respond(StatusCode::OK, &mapping.scale_of(&written)),
                     &warnings,
                 ));
             }
@@ -176,6 +319,29 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scale_of_a_custom_resource_follows_the_crd_paths() {
+        let crd = json!({"spec": {"versions": [{"name": "v1", "subresources": {"scale": {
+            "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.ready",
+            "labelSelectorPath": ".status.selector"}}}]}});
+        let mapping = CustomScale::of_crd(&crd, "v1").unwrap();
+        let cr = json!({"metadata": {"name": "w", "namespace": "default", "uid": "u", "labels": {"x": "y"}},
+                        "spec": {"size": 4}, "status": {"ready": 2, "selector": "app=w"}});
+        assert_eq!(
+            mapping.scale_of(&cr),
+            json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+                   "metadata": {"name": "w", "namespace": "default", "uid": "u"},
+                   "spec": {"replicas": 4}, "status": {"replicas": 2, "selector": "app=w"}})
+        );
+        // Absent paths read as 0; writing creates them.
+        let mut bare = json!({"metadata": {"name": "w"}});
+        assert_eq!(mapping.scale_of(&bare)["spec"]["replicas"], 0);
+        assert!(mapping.scale_of(&bare)["status"].get("selector").is_none());
+        mapping.set_replicas(&mut bare, 3);
+        assert_eq!(bare["spec"]["size"], 3);
+        assert!(CustomScale::of_crd(&crd, "v2").is_none());
+    }
 
     #[test]
     fn scale_of_a_deployment_and_a_replication_controller() {

@@ -300,7 +300,7 @@ fn applied_configuration(body: &[u8]) -> Result<Value, Status> {
 /// The required fields and enumerations of a built-in kind's schema ([`field_validation::schema_violations`]):
 /// upstream's 422 `Invalid` when the object breaks them. Status writes are not checked.
 fn validate_schema(req: &RestRequest<'_>, object: &Value) -> Result<(), Status> {
-    if req.resource.custom || req.info.subresource == "status" {
+    if req.resource.custom || !req.info.subresource.is_empty() {
         return Ok(());
     }
     let definitions = crate::api::openapi::definitions::Definitions::of(req.ctx.binary_version);
@@ -511,7 +511,10 @@ fn invalid_path_segment(name: &str) -> Option<&'static str> {
 /// `metadata.generation`, which moves only as the resource's strategy says, and what the registry
 /// allocated or generated on create), applies the status subresource split, and defaults the result
 /// as upstream defaults every decoded body ([`defaults`]).
-fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) -> Value {
+fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) -> Result<Value, Status> {
+    if super::subresource::is_object_view(&req.resource, &req.info.subresource) {
+        return super::subresource::merge_write(req, current, &incoming);
+    }
     let version = req.ctx.binary_version;
     let status_subresource = req.info.subresource == "status";
     if status_subresource {
@@ -534,7 +537,7 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
             };
         }
         defaults::set_defaults(&req.resource, version, &mut next);
-        return next;
+        return Ok(next);
     }
     if req.resource.has_status()
         && let Some(map) = incoming.as_object_mut()
@@ -560,7 +563,7 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
     defaults::prepare_for_update(&req.resource, current, &mut incoming);
     defaults::set_defaults(&req.resource, version, &mut incoming);
     generation::prepare_for_update(req.generation_bump(), current, &mut incoming);
-    incoming
+    Ok(incoming)
 }
 
 /// After a write: an object being deleted whose last finalizer is gone is removed (what the generic
@@ -644,7 +647,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         return Err(Status::bad_request(format!("invalid resource version: {rv:?}")));
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
-    let mut next = merge_for_write(req, &current, object);
+    let mut next = merge_for_write(req, &current, object)?;
     check_main_resource(req, &next)?;
     validate_schema(req, &next)?;
     record_update(req, Some(&current), &mut next);
@@ -718,7 +721,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             // The patch itself carried a (different) resourceVersion: a precondition that failed.
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
-        let mut next = merge_for_write(req, &current, patched);
+        let mut next = merge_for_write(req, &current, patched)?;
         super::object::drop_empty_metadata(&mut next);
         check_main_resource(req, &next)?;
         match &applied {
