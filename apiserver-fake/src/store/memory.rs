@@ -45,11 +45,59 @@ struct State {
     revision: u64,
     /// Objects by etcd's key relative to the resource prefix (`<namespace>/<name>` or `<name>`), so
     /// that iteration is etcd's bytewise key order and a chunked list is a range.
-    objects: HashMap<StorageResource, BTreeMap<String, Object>>,
+    objects: HashMap<StorageResource, Objects>,
     history: VecDeque<Arc<Committed>>,
     /// The newest revision dropped from `history`; watches must start at or after it.
     compacted: u64,
     internal: BTreeMap<String, (Value, Instant)>,
+}
+
+/// The objects of one resource: by etcd's key relative to the resource prefix, plus those keys in a
+/// sorted vector, so that how many keys a range holds (etcd's `count`, which `remainingItemCount` is
+/// computed from) is two binary searches rather than a walk of the range.
+#[derive(Debug, Default)]
+struct Objects {
+    by_key: BTreeMap<String, Object>,
+    keys: Vec<String>,
+}
+
+impl Objects {
+    fn get(&self, key: &str) -> Option<&Object> {
+        self.by_key.get(key)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    fn insert(&mut self, key: String, object: Object) {
+        if self.by_key.insert(key.clone(), object).is_none() {
+            let at = self.keys.partition_point(|k| k.as_str() < key.as_str());
+            self.keys.insert(at, key);
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Object> {
+        let removed = self.by_key.remove(key)?;
+        if let Ok(at) = self.keys.binary_search_by(|k| k.as_str().cmp(key)) {
+            self.keys.remove(at);
+        }
+        Some(removed)
+    }
+
+    /// How many keys are at or after `from` and start with `prefix` (`from` starts with `prefix`).
+    fn count(&self, from: &str, prefix: &str) -> usize {
+        let start = self.keys.partition_point(|k| k.as_str() < from);
+        let end = match prefix.strip_suffix('/') {
+            // The end of the prefix's range, as etcd's: the prefix with its last byte ('/') incremented.
+            Some(stem) => {
+                let end = format!("{stem}0");
+                self.keys.partition_point(|k| k.as_str() < end.as_str())
+            }
+            None => self.keys.len(),
+        };
+        end.saturating_sub(start)
+    }
 }
 
 /// The in-memory store: share one `Arc<MemoryStore>` (as `Arc<dyn Store>`) between all fakes of a
@@ -301,8 +349,8 @@ impl MemoryStore {
         (page.items.into_iter().map(|(_, o)| o).collect(), page.revision)
     }
 
-    /// [`Store::list_range`]: walks the ordered map from the scope's prefix plus the start key, copying only the `limit`
-    /// objects returned; the rest of the range is counted by key (etcd's `count`), not copied.
+    /// [`Store::list_range`]: walks the ordered map from the scope's prefix plus the start key, copying
+    /// only the `limit` objects returned; the range's count comes from the sorted keys.
     fn range_sync(
         &self,
         resource: &StorageResource,
@@ -321,17 +369,18 @@ impl MemoryStore {
         let Some(objects) = state.objects.get(resource) else {
             return page;
         };
-        let mut range = objects
+        let range = objects
+            .by_key
             .range::<str, _>((Bound::Included(from.as_str()), Bound::Unbounded))
             .take_while(|(key, _)| key.starts_with(&prefix));
         let limit = if limit == 0 { usize::MAX } else { limit };
-        for (key, object) in range.by_ref().take(limit) {
+        for (key, object) in range.take(limit) {
             let relative = key.strip_prefix(&prefix).unwrap_or(key);
             page.items.push((relative.to_owned(), object.clone()));
         }
-        let rest = range.count();
-        page.more = rest > 0;
-        page.count = (page.items.len() + rest) as u64;
+        let count = objects.count(&from, &prefix);
+        page.more = count > page.items.len();
+        page.count = count as u64;
         page
     }
 
@@ -761,6 +810,22 @@ mod tests {
             .unwrap();
         assert_eq!(keys(&after), ["y"]);
         assert_eq!(after.count, 1);
+        // The count follows deletes and re-creates.
+        store
+            .delete(&jobs(), &ObjectKey::namespaced("a", "x"), None)
+            .await
+            .unwrap();
+        let left = store.list_range(&jobs(), Some("a"), None, 1, None).await.unwrap();
+        assert_eq!(
+            (keys(&left), left.count, left.more),
+            (vec!["w".to_owned()], 2, true)
+        );
+        store
+            .create(&jobs(), &ObjectKey::namespaced("a", "x"), job("x"))
+            .await
+            .unwrap();
+        let all = store.list_range(&jobs(), None, None, 0, None).await.unwrap();
+        assert_eq!((all.items.len(), all.count, all.more), (5, 5, false));
     }
 
     #[tokio::test]

@@ -74,6 +74,16 @@ pub fn render_list(req: &RestRequest<'_>, metadata: Value, items: Vec<Value>) ->
     ListRenderer::new(req).render(metadata, items)
 }
 
+/// A 200 with [`render_list`]'s list, rendered and encoded where the request deadline can interrupt
+/// it when the list is large.
+pub async fn respond_list(
+    req: &RestRequest<'_>,
+    metadata: Value,
+    items: Vec<Value>,
+) -> Result<Response, Status> {
+    ListRenderer::new(req).respond(metadata, items).await
+}
+
 /// What rendering and encoding a list needs, owned, so that the CPU-bound part of a large list can run
 /// on a blocking thread the request's deadline does not wait for.
 struct ListRenderer {
@@ -252,5 +262,5 @@ pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
         _ => (None, None),
     };
     let metadata = list_metadata(revision, next, remaining);
-    ListRenderer::new(req).respond(metadata, items).await
+    respond_list(req, metadata, items).await
 }
