@@ -294,6 +294,59 @@ mod with_etcd {
         assert_eq!((names, at), (vec!["a", "b"], first_page_at));
     }
 
+    /// A chunked list's ranged read: `limit` keys from the start key (relative to the list's prefix),
+    /// etcd's `more` and `count`, pinned to the first page's revision, and scoped to the namespace and
+    /// the store's prefix.
+    #[tokio::test]
+    async fn ranged_reads_page_from_a_start_key_at_a_pinned_revision() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/range/registry").await;
+        let other = open(&etcd, "/range/other").await;
+        for (ns, name) in [("a", "x"), ("a-b", "x"), ("a", "y"), ("b", "z"), ("a", "w")] {
+            store
+                .create(&jobs(), &ObjectKey::namespaced(ns, name), job(name))
+                .await
+                .unwrap();
+        }
+        other
+            .create(&jobs(), &ObjectKey::namespaced("a", "foreign"), job("foreign"))
+            .await
+            .unwrap();
+        let keys = |page: &apiserver_fake::store::RangePage| {
+            page.items.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()
+        };
+        let first = store.list_range(&jobs(), None, None, 2, None).await.unwrap();
+        assert_eq!(keys(&first), ["a-b/x", "a/w"], "etcd's bytewise order");
+        assert!(first.more);
+        assert_eq!(first.count, 5);
+        // A change after the first page is not seen by the pages pinned to its revision.
+        store
+            .delete(&jobs(), &ObjectKey::namespaced("a", "x"), None)
+            .await
+            .unwrap();
+        let second = store
+            .list_range(&jobs(), None, Some("a/w\u{0}"), 2, Some(first.revision))
+            .await
+            .unwrap();
+        assert_eq!(keys(&second), ["a/x", "a/y"]);
+        assert_eq!(
+            (second.more, second.count, second.revision),
+            (true, 3, first.revision)
+        );
+        assert_eq!(second.items[0].1["metadata"]["name"], "x");
+        let in_a = store.list_range(&jobs(), Some("a"), None, 0, None).await.unwrap();
+        assert_eq!(keys(&in_a), ["w", "y"], "keys relative to the namespace, now");
+        assert!(!in_a.more);
+        let after = store
+            .list_range(&jobs(), Some("a"), Some("w\u{0}"), 1, None)
+            .await
+            .unwrap();
+        assert_eq!(
+            (keys(&after), after.more, after.count),
+            (vec!["y".to_owned()], false, 1)
+        );
+    }
+
     #[tokio::test]
     async fn a_compacted_revision_is_expired() {
         if private_etcd().is_none() {
@@ -328,6 +381,14 @@ mod with_etcd {
         assert!(
             matches!(err, Some(StoreError::Expired { .. })),
             "a continued list: {err:?}"
+        );
+        let err = store
+            .list_range(&jobs(), None, Some("x/a\u{0}"), 1, Some(rv(&first)))
+            .await
+            .err();
+        assert!(
+            matches!(err, Some(StoreError::Expired { .. })),
+            "a continued page: {err:?}"
         );
         assert!(store.watch(&jobs(), None, Some(rv(&second))).await.is_ok());
     }

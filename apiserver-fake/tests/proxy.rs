@@ -331,7 +331,11 @@ async fn hang_peer(cluster: &apiserver_fake::cluster::Cluster) -> tokio::net::Tc
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_max_requests_inflight_gets_429_except_for_system_masters() {
     let cluster = cluster(seed_members(
-        &["--max-requests-inflight=1", "--request-timeout=3s"],
+        &[
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=1",
+            "--request-timeout=3s",
+        ],
         &[],
     ))
     .await;
@@ -374,5 +378,73 @@ async fn over_max_requests_inflight_gets_429_except_for_system_masters() {
         jane.get("/api/v1/namespaces").await.status,
         StatusCode::OK,
         "the slot is free again"
+    );
+}
+
+/// API Priority and Fairness (the default): with one seat for `global-default` (1 + 0 in flight), a
+/// request of Jane's waits in her queue while her hung proxied list holds the seat, and gets 429 once it
+/// has waited a quarter of its deadline; `system:masters` and `/readyz` (the `exempt` level) are served
+/// meanwhile; the seat is free again once the hung request times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_and_fairness_queues_then_answers_429_and_exempts_masters_and_probes() {
+    let cluster = cluster(seed_members(
+        &[
+            "--max-requests-inflight=1",
+            "--max-mutating-requests-inflight=0",
+            "--request-timeout=2s",
+        ],
+        &[],
+    ))
+    .await;
+    let a = TestClient::admin(&cluster, 0);
+    wait_for_proxy(&a).await;
+    let jane_cert = cluster
+        .pki()
+        .issue_client_cert(certs::Issuer::ClusterCa, "jane", &[])
+        .unwrap();
+    let (cert, key) = (cluster.dir.join("jane.crt"), cluster.dir.join("jane.key"));
+    jane_cert.write_to(&cert, &key).unwrap();
+    let jane = TestClient::new(
+        &cluster.servers[0].1.url(),
+        &cluster.dir.join("ca.crt"),
+        Some((&cert, &key)),
+    );
+    let _hole = hang_peer(&cluster).await;
+    let hung = tokio::spawn({
+        let jane = jane.clone();
+        async move { jane.get(JOBS).await.status }
+    });
+    // Jane's hung list holds the level's one seat (seen from outside: her next request is refused).
+    let refused = eventually("jane's list to hold the seat", Duration::from_secs(2), || {
+        let jane = jane.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let reply = jane.get("/api/v1/namespaces").await;
+            (reply.status == StatusCode::TOO_MANY_REQUESTS).then_some((reply, started.elapsed()))
+        }
+    })
+    .await;
+    let (refused, waited) = refused;
+    assert!(
+        waited >= Duration::from_millis(500),
+        "waited a quarter of the 2 s deadline in its queue first: {waited:?}"
+    );
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert_eq!(refused.text(), "Too many requests, please try again later.\n");
+    assert_eq!(
+        jane.get("/readyz").await.status,
+        StatusCode::OK,
+        "probes are exempt"
+    );
+    assert_eq!(
+        a.get("/api/v1/namespaces").await.status,
+        StatusCode::OK,
+        "system:masters is exempt"
+    );
+    assert_eq!(hung.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        jane.get("/api/v1/namespaces").await.status,
+        StatusCode::OK,
+        "the seat is free again"
     );
 }

@@ -145,29 +145,37 @@ pub(super) async fn record_and_classify<S: ServerContext>(
     response
 }
 
-/// The max-in-flight limit and the request deadline (kube-apiserver's `WithRequestDeadline` and
-/// `WithTimeoutForNonLongRunningRequests`): a request that is not long-running must be answered
-/// within `--request-timeout`, or within its `?timeout=` if that is shorter (`0s`: the server's),
-/// else it gets upstream's 504 `Timeout` Status. It wraps the MVP filter, so a hung peer cannot
-/// hold a proxied request for ever. The deadline ends with the response headers: a body still
-/// streaming (a proxied list, say) is not cut.
+/// The request deadline and, within it, the seat the request runs in (kube-apiserver's
+/// `WithRequestDeadline` and `WithTimeoutForNonLongRunningRequests` around `WithPriorityAndFairness`,
+/// or around `WithMaxInFlightLimit` when API Priority and Fairness is off): a request that is not
+/// long-running must be answered within `--request-timeout`, or within its `?timeout=` if that is
+/// shorter (`0s`: the server's), else it gets upstream's 504 `Timeout` Status; it waits for a seat at
+/// most a quarter of that, then gets 429. It wraps the MVP filter, so a hung peer cannot hold a proxied
+/// request for ever. The deadline ends with the response headers: a body still streaming (a proxied
+/// list, say) is not cut.
 pub(super) async fn request_deadline<S: ServerContext>(
     State(state): State<Arc<S>>,
     req: Request,
     next: Next,
 ) -> Response {
-    // kube-apiserver's max-in-flight filter runs just outside the deadline (see `crate::chain::inflight`).
-    let _slot = match state.inflight().admit(
-        req.extensions().get::<RequestInfo>(),
-        req.extensions().get::<UserInfo>(),
-    ) {
-        Ok(slot) => slot,
-        Err(too_many) => return too_many.into_response(),
-    };
     let long_running = req
         .extensions()
         .get::<RequestInfo>()
         .is_some_and(RequestInfo::is_long_running);
+    let flow_control = state.flow_control();
+    // kube-apiserver's max-in-flight filter (APF off) runs just outside the deadline (see
+    // `crate::chain::inflight`).
+    let _slot = if flow_control.is_none() {
+        match state.inflight().admit(
+            req.extensions().get::<RequestInfo>(),
+            req.extensions().get::<UserInfo>(),
+        ) {
+            Ok(slot) => slot,
+            Err(too_many) => return too_many.into_response(),
+        }
+    } else {
+        None
+    };
     if long_running {
         return next.run(req).await;
     }
@@ -193,7 +201,19 @@ pub(super) async fn request_deadline<S: ServerContext>(
             }
         },
     };
-    match tokio::time::timeout(timeout, next.run(req)).await {
+    let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_default();
+    let path = req.uri().path().to_owned();
+    let seated = async move {
+        let _seat = match flow_control {
+            Some(flow_control) => match flow_control.admit(&user, &path, timeout / 4).await {
+                Ok(seat) => seat,
+                Err(too_many) => return too_many.into_response(),
+            },
+            None => None,
+        };
+        next.run(req).await
+    };
+    match tokio::time::timeout(timeout, seated).await {
         Ok(response) => response,
         Err(_) => Status::timeout(
             "request did not complete within requested timeout - context deadline exceeded",

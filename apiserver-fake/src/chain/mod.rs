@@ -11,7 +11,9 @@
 //! 3. request classification (kube's `RequestInfo`), the audit ID, the request log ([`request_log`]),
 //!    API Priority and Fairness classification ([`flow_control`]), authorization ([`authorization`],
 //!    403 here) and the request metrics, in one filter;
-//! 4. the max-in-flight limit ([`inflight`], 429) and the request deadline (`--request-timeout`, 504);
+//! 4. the request deadline (`--request-timeout`, 504) and, within it, API Priority and Fairness
+//!    ([`flow_control`]: seats and fair queues, 429), or the max-in-flight limit ([`inflight`], 429)
+//!    when that is off;
 //! 5. the Mixed Version Proxy filter, when the server installed one (see [`crate::server::mvp`]);
 //! 6. routing ([`routing`]): health, `/version`, `/metrics`, discovery, OpenAPI, resources.
 //!
@@ -65,8 +67,11 @@ pub type HandlerChain = BoxCloneSyncService<Request<Body>, Response, Infallible>
 pub trait ServerContext: Send + Sync + 'static {
     /// `--authorization-mode`.
     fn authorizer(&self) -> &Authorizer;
-    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`.
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`, when API Priority and
+    /// Fairness is off.
     fn inflight(&self) -> &InFlightLimits;
+    /// API Priority and Fairness (`--enable-priority-and-fairness`); `None` when off.
+    fn flow_control(&self) -> Option<&flow_control::FlowControl>;
     /// `--request-timeout`.
     fn request_timeout(&self) -> Duration;
     /// Which users this server believed it served.

@@ -170,6 +170,11 @@ pub struct ServerFlags {
     /// this, it rejects requests. Zero for no limit. (kube-apiserver's flag and default.)
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
+    /// If true, replace the max-in-flight handler with an enhanced one that queues and dispatches with
+    /// priority and fairness. (kube-apiserver's flag and default: the two max-in-flight values then
+    /// set the server's total concurrency, which the bootstrap priority levels share.)
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_priority_and_fairness: bool,
     /// List of etcd servers to connect with (scheme://ip:port), comma separated. (kube-apiserver's
     /// flag; without it the fake keeps objects in a store of its own process, in memory.) Needs the
     /// binary built with the `etcd` feature.
@@ -303,6 +308,12 @@ pub enum ConfigError {
     /// A timing knob is zero or inconsistent.
     #[error("{0}")]
     Timing(String),
+    /// API Priority and Fairness is on and the max-in-flight values leave it no seats.
+    #[error(
+        "--max-requests-inflight={0} plus --max-mutating-requests-inflight={1} must be positive when \
+         --enable-priority-and-fairness=true"
+    )]
+    NoConcurrency(usize, usize),
     /// `--etcd-servers` names something that is not an `http://host:port` URL, or the binary was
     /// built without etcd support.
     #[error("--etcd-servers: {0}")]
@@ -521,6 +532,14 @@ impl ServerFlags {
             if value == 0 {
                 return Err(ConfigError::Timing(format!("--{flag} must be positive")));
             }
+        }
+        if self.enable_priority_and_fairness
+            && self.max_requests_inflight + self.max_mutating_requests_inflight == 0
+        {
+            return Err(ConfigError::NoConcurrency(
+                self.max_requests_inflight,
+                self.max_mutating_requests_inflight,
+            ));
         }
         if self.peer_endpoint_refresh_seconds >= self.peer_endpoint_ttl_seconds {
             return Err(ConfigError::Timing(

@@ -81,8 +81,12 @@ pub struct ServerState {
     pub served: watch::Receiver<Arc<ServedApis>>,
     /// Set once the identity lease is published (`/readyz`).
     pub ready: Arc<AtomicBool>,
-    /// `--max-requests-inflight` and `--max-mutating-requests-inflight` (`None`: no limit).
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight` (`None`: no limit), applied
+    /// when API Priority and Fairness is off.
     pub inflight: crate::chain::inflight::InFlightLimits,
+    /// API Priority and Fairness (`--enable-priority-and-fairness`), sharing the max-in-flight values'
+    /// sum as its seats.
+    pub flow_control: Option<crate::chain::flow_control::FlowControl>,
     /// Set once this server's peer endpoint record is first written (gate on): until then no peer
     /// can reach it, so `/readyz` waits for it too.
     pub peer_endpoint_published: Arc<AtomicBool>,
@@ -198,6 +202,10 @@ impl crate::chain::ServerContext for ServerState {
 
     fn inflight(&self) -> &crate::chain::inflight::InFlightLimits {
         &self.inflight
+    }
+
+    fn flow_control(&self) -> Option<&crate::chain::flow_control::FlowControl> {
+        self.flow_control.as_ref()
     }
 
     fn request_timeout(&self) -> Duration {
@@ -426,6 +434,11 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         options.flags.max_requests_inflight,
         options.flags.max_mutating_requests_inflight,
     );
+    let flow_control = options.flags.enable_priority_and_fairness.then(|| {
+        crate::chain::flow_control::FlowControl::new(
+            options.flags.max_requests_inflight + options.flags.max_mutating_requests_inflight,
+        )
+    });
     let ready: Arc<AtomicBool> = Arc::default();
 
     // The identity lease exists before anything names this server (StorageVersion entries of a server
@@ -486,6 +499,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         ready,
         peer_endpoint_published: Arc::default(),
         inflight,
+        flow_control,
         requests: Default::default(),
         local_addr,
         rbac,

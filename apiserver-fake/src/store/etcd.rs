@@ -25,7 +25,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::{
-    Object, ObjectKey, Preconditions, StorageResource, Store, StoreError, StoreResult, WatchEvent,
+    Object, ObjectKey, Preconditions, RangePage, StorageResource, Store, StoreError, StoreResult, WatchEvent,
     WatchEventType, WatchStream, check_preconditions, fill_create_metadata, prepare_update,
     set_resource_version,
 };
@@ -394,6 +394,58 @@ impl Store for EtcdStore {
                 .map(decode)
                 .collect::<StoreResult<Vec<_>>>()?;
             Ok((items, revision))
+        })
+    }
+
+    fn list_range<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        start: Option<&'a str>,
+        limit: usize,
+        revision: Option<u64>,
+    ) -> BoxFuture<'a, StoreResult<RangePage>> {
+        Box::pin(async move {
+            let mut kv = self.list_client();
+            let prefix = self.scope_prefix(resource, namespace);
+            // The prefix ends with '/', so the end of its range (clientv3.GetPrefixRangeEnd) is the
+            // prefix with that byte incremented.
+            let range_end = format!("{}0", &prefix[..prefix.len() - 1]);
+            let mut options = GetOptions::new().with_range(range_end);
+            if limit > 0 {
+                options = options.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+            }
+            if let Some(revision) = revision {
+                let at = i64::try_from(revision).map_err(|_| unavailable("revision out of range"))?;
+                options = options.with_revision(at);
+            }
+            let key = format!("{prefix}{}", start.unwrap_or_default());
+            let response = call(kv.get(key, Some(options)))
+                .await
+                .map_err(|err| match (err, revision) {
+                    (StoreError::Unavailable(message), Some(revision)) if message.contains("compacted") => {
+                        StoreError::Expired {
+                            requested: revision,
+                            oldest: revision + 1,
+                        }
+                    }
+                    (other, _) => other,
+                })?;
+            let items = response
+                .kvs()
+                .iter()
+                .map(|kv| {
+                    let key = String::from_utf8_lossy(kv.key());
+                    let relative = key.strip_prefix(prefix.as_str()).unwrap_or(&key).to_owned();
+                    Ok((relative, decode(kv)?))
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            Ok(RangePage {
+                items,
+                revision: revision.unwrap_or_else(|| header_revision(response.header())),
+                more: response.more(),
+                count: u64::try_from(response.count()).unwrap_or(0),
+            })
         })
     }
 

@@ -8,6 +8,7 @@
 //! channel's capacity behind gets [`StoreError::Expired`] and its stream ends.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::{
-    Object, ObjectKey, Preconditions, StorageResource, Store, StoreError, StoreResult, WatchEvent,
+    Object, ObjectKey, Preconditions, RangePage, StorageResource, Store, StoreError, StoreResult, WatchEvent,
     WatchEventType, WatchStream, check_preconditions, prepare_update,
 };
 
@@ -42,11 +43,61 @@ impl Committed {
 #[derive(Debug, Default)]
 struct State {
     revision: u64,
-    objects: HashMap<StorageResource, BTreeMap<ObjectKey, Object>>,
+    /// Objects by etcd's key relative to the resource prefix (`<namespace>/<name>` or `<name>`), so
+    /// that iteration is etcd's bytewise key order and a chunked list is a range.
+    objects: HashMap<StorageResource, Objects>,
     history: VecDeque<Arc<Committed>>,
     /// The newest revision dropped from `history`; watches must start at or after it.
     compacted: u64,
     internal: BTreeMap<String, (Value, Instant)>,
+}
+
+/// The objects of one resource: by etcd's key relative to the resource prefix, plus those keys in a
+/// sorted vector, so that how many keys a range holds (etcd's `count`, which `remainingItemCount` is
+/// computed from) is two binary searches rather than a walk of the range.
+#[derive(Debug, Default)]
+struct Objects {
+    by_key: BTreeMap<String, Object>,
+    keys: Vec<String>,
+}
+
+impl Objects {
+    fn get(&self, key: &str) -> Option<&Object> {
+        self.by_key.get(key)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    fn insert(&mut self, key: String, object: Object) {
+        if self.by_key.insert(key.clone(), object).is_none() {
+            let at = self.keys.partition_point(|k| k.as_str() < key.as_str());
+            self.keys.insert(at, key);
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Object> {
+        let removed = self.by_key.remove(key)?;
+        if let Ok(at) = self.keys.binary_search_by(|k| k.as_str().cmp(key)) {
+            self.keys.remove(at);
+        }
+        Some(removed)
+    }
+
+    /// How many keys are at or after `from` and start with `prefix` (`from` starts with `prefix`).
+    fn count(&self, from: &str, prefix: &str) -> usize {
+        let start = self.keys.partition_point(|k| k.as_str() < from);
+        let end = match prefix.strip_suffix('/') {
+            // The end of the prefix's range, as etcd's: the prefix with its last byte ('/') incremented.
+            Some(stem) => {
+                let end = format!("{stem}0");
+                self.keys.partition_point(|k| k.as_str() < end.as_str())
+            }
+            None => self.keys.len(),
+        };
+        end.saturating_sub(start)
+    }
 }
 
 /// The in-memory store: share one `Arc<MemoryStore>` (as `Arc<dyn Store>`) between all fakes of a
@@ -170,7 +221,7 @@ impl MemoryStore {
             .objects
             .entry(resource.clone())
             .or_default()
-            .insert(key.clone(), object.clone());
+            .insert(key.to_string(), object.clone());
         self.commit(state, resource, key, event_type, object.clone(), prev_object);
         object
     }
@@ -215,7 +266,7 @@ impl MemoryStore {
         if state
             .objects
             .get(resource)
-            .is_some_and(|objects| objects.contains_key(key))
+            .is_some_and(|objects| objects.contains_key(&key.to_string()))
         {
             return Err(StoreError::AlreadyExists {
                 resource: resource.clone(),
@@ -236,7 +287,7 @@ impl MemoryStore {
         let current = state
             .objects
             .get(resource)
-            .and_then(|objects| objects.get(key))
+            .and_then(|objects| objects.get(&key.to_string()))
             .ok_or_else(|| StoreError::NotFound {
                 resource: resource.clone(),
                 key: key.clone(),
@@ -269,13 +320,13 @@ impl MemoryStore {
         let current = state
             .objects
             .get(resource)
-            .and_then(|objects| objects.get(key))
+            .and_then(|objects| objects.get(&key.to_string()))
             .ok_or_else(not_found)?;
         check_preconditions(resource, key, current, preconditions)?;
         let Some(previous) = state
             .objects
             .get_mut(resource)
-            .and_then(|objects| objects.remove(key))
+            .and_then(|objects| objects.remove(&key.to_string()))
         else {
             return Err(not_found());
         };
@@ -294,19 +345,43 @@ impl MemoryStore {
     }
 
     fn list_sync(&self, resource: &StorageResource, namespace: Option<&str>) -> (Vec<Object>, u64) {
+        let page = self.range_sync(resource, namespace, None, 0, None);
+        (page.items.into_iter().map(|(_, o)| o).collect(), page.revision)
+    }
+
+    /// [`Store::list_range`]: walks the ordered map from the scope's prefix plus the start key, copying
+    /// only the `limit` objects returned; the range's count comes from the sorted keys.
+    fn range_sync(
+        &self,
+        resource: &StorageResource,
+        namespace: Option<&str>,
+        start: Option<&str>,
+        limit: usize,
+        revision: Option<u64>,
+    ) -> RangePage {
         let state = lock(&self.state);
-        let items = state
-            .objects
-            .get(resource)
-            .map(|objects| {
-                objects
-                    .iter()
-                    .filter(|(key, _)| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns)))
-                    .map(|(_, object)| object.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        (items, state.revision)
+        let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
+        let from = format!("{prefix}{}", start.unwrap_or_default());
+        let mut page = RangePage {
+            revision: revision.unwrap_or(state.revision),
+            ..RangePage::default()
+        };
+        let Some(objects) = state.objects.get(resource) else {
+            return page;
+        };
+        let range = objects
+            .by_key
+            .range::<str, _>((Bound::Included(from.as_str()), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(&prefix));
+        let limit = if limit == 0 { usize::MAX } else { limit };
+        for (key, object) in range.take(limit) {
+            let relative = key.strip_prefix(&prefix).unwrap_or(key);
+            page.items.push((relative.to_owned(), object.clone()));
+        }
+        let count = objects.count(&from, &prefix);
+        page.more = count > page.items.len();
+        page.count = count as u64;
+        page
     }
 
     fn watch_sync(
@@ -428,7 +503,7 @@ impl Store for MemoryStore {
         let result = state
             .objects
             .get(resource)
-            .and_then(|objects| objects.get(key))
+            .and_then(|objects| objects.get(&key.to_string()))
             .cloned()
             .ok_or_else(|| StoreError::NotFound {
                 resource: resource.clone(),
@@ -468,6 +543,19 @@ impl Store for MemoryStore {
         namespace: Option<&'a str>,
     ) -> BoxFuture<'a, StoreResult<(Vec<Object>, u64)>> {
         Box::pin(std::future::ready(Ok(self.list_sync(resource, namespace))))
+    }
+
+    fn list_range<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        start: Option<&'a str>,
+        limit: usize,
+        revision: Option<u64>,
+    ) -> BoxFuture<'a, StoreResult<RangePage>> {
+        Box::pin(std::future::ready(Ok(
+            self.range_sync(resource, namespace, start, limit, revision)
+        )))
     }
 
     fn watch<'a>(
@@ -689,6 +777,55 @@ mod tests {
         assert_eq!(in_a.len(), 2);
         let (other, _) = store.list(&StorageResource::new("", "pods"), None).await.unwrap();
         assert!(other.is_empty());
+    }
+
+    #[tokio::test]
+    async fn range_reads_pages_in_etcd_key_order_and_counts_the_rest() {
+        let store = MemoryStore::new();
+        for (ns, name) in [("a", "x"), ("a-b", "x"), ("a", "y"), ("b", "z"), ("a", "w")] {
+            store
+                .create(&jobs(), &ObjectKey::namespaced(ns, name), job(name))
+                .await
+                .unwrap();
+        }
+        let keys = |page: &RangePage| page.items.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        // Bytewise order: "a-b/x" < "a/w" because '-' < '/'.
+        let first = store.list_range(&jobs(), None, None, 2, None).await.unwrap();
+        assert_eq!(keys(&first), ["a-b/x", "a/w"]);
+        assert!(first.more);
+        assert_eq!((first.count, first.revision), (5, 5));
+        let second = store
+            .list_range(&jobs(), None, Some("a/w\u{0}"), 2, Some(3))
+            .await
+            .unwrap();
+        assert_eq!(keys(&second), ["a/x", "a/y"]);
+        assert_eq!((second.count, second.revision, second.more), (3, 3, true));
+        // A namespace is a prefix: "a-b/" is not in "a/".
+        let in_a = store.list_range(&jobs(), Some("a"), None, 0, None).await.unwrap();
+        assert!(!in_a.more);
+        assert_eq!(keys(&in_a), ["w", "x", "y"], "keys are relative to the namespace");
+        let after = store
+            .list_range(&jobs(), Some("a"), Some("x\u{0}"), 5, None)
+            .await
+            .unwrap();
+        assert_eq!(keys(&after), ["y"]);
+        assert_eq!(after.count, 1);
+        // The count follows deletes and re-creates.
+        store
+            .delete(&jobs(), &ObjectKey::namespaced("a", "x"), None)
+            .await
+            .unwrap();
+        let left = store.list_range(&jobs(), Some("a"), None, 1, None).await.unwrap();
+        assert_eq!(
+            (keys(&left), left.count, left.more),
+            (vec!["w".to_owned()], 2, true)
+        );
+        store
+            .create(&jobs(), &ObjectKey::namespaced("a", "x"), job("x"))
+            .await
+            .unwrap();
+        let all = store.list_range(&jobs(), None, None, 0, None).await.unwrap();
+        assert_eq!((all.items.len(), all.count, all.more), (5, 5, false));
     }
 
     #[tokio::test]

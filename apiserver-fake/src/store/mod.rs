@@ -200,6 +200,20 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+/// The answer of [`Store::list_range`], with what etcd's `RangeResponse` tells a chunked list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RangePage {
+    /// The objects read, in key order, each with its key relative to the list's prefix.
+    pub items: Vec<(String, Object)>,
+    /// The revision the read is consistent with.
+    pub revision: u64,
+    /// Whether keys after the last returned one are in range (etcd's `more`).
+    pub more: bool,
+    /// How many keys the whole range holds from `start` on, returned or not (etcd's `count`): what
+    /// upstream's `remainingItemCount` is computed from.
+    pub count: u64,
+}
+
 /// The result type of store operations.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -270,6 +284,24 @@ pub trait Store: Send + Sync + 'static {
             Ok((items, revision))
         })
     }
+
+    /// One key-ordered range read, as kube-apiserver's etcd3 storage issues for a chunked list (a
+    /// `Range` with `WithRange` to the end of the prefix and `WithLimit`): at most `limit` objects
+    /// (0 = all) of `resource` (in `namespace` only, when given) whose key (relative to the list's
+    /// prefix as upstream's continue tokens are: `<namespace>/<name>` for a list of all namespaces or a
+    /// cluster-scoped resource's `<name>`, `<name>` within a namespace; compared bytewise as etcd
+    /// orders keys) is at or after `start`, read at
+    /// `revision` (`None`: the current one; a store that keeps no old revisions, the in-memory one,
+    /// reads the current objects and reports `revision`). [`StoreError::Expired`] once `revision` is
+    /// compacted. Only the returned objects are copied out of the store.
+    fn list_range<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        start: Option<&'a str>,
+        limit: usize,
+        revision: Option<u64>,
+    ) -> BoxFuture<'a, StoreResult<RangePage>>;
 
     /// Changes to `resource` (in `namespace` only, when given) with a revision greater than `from`
     /// (`None`: the current revision, i.e. only future changes). Fails with [`StoreError::Expired`] when

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::lifecycle::{custom_resource_definitions, namespaces};
 use super::object::{meta_str, set_in};
-use super::read::{Selection, list_metadata, render_list, render_object};
+use super::read::{Selection, list_metadata, render_object, respond_list};
 use super::{RestRequest, read_body};
 use crate::api::status::{GroupKind, Status, StatusCause, StatusDetails};
 use crate::store::{ObjectKey, Preconditions, StorageResource, resource_version};
@@ -260,7 +260,11 @@ pub async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Result<Resp
         .list(&req.resource.storage(), req.namespace.as_deref())
         .await?;
     let mut deleted = Vec::new();
-    for item in items.into_iter().filter(|o| selection.matches(o)) {
+    for (i, item) in items.into_iter().filter(|o| selection.matches(o)).enumerate() {
+        if i % YIELD_EVERY == YIELD_EVERY - 1 {
+            // Let the request deadline fire, and other requests run, in a long collection delete.
+            tokio::task::yield_now().await;
+        }
         let key = ObjectKey {
             namespace: req.namespace.clone(),
             name: meta_str(&item, "name").to_owned(),
@@ -272,8 +276,8 @@ pub async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Result<Resp
         }
     }
     let revision = req.ctx.store.current_revision().await?;
-    Ok(req.respond(
-        StatusCode::OK,
-        &render_list(req, list_metadata(revision, None, None), deleted),
-    ))
+    respond_list(req, list_metadata(revision, None, None), deleted).await
 }
+
+/// Deletes between yields of a collection delete.
+const YIELD_EVERY: usize = 100;

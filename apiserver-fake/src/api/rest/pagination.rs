@@ -1,9 +1,13 @@
 //! Chunked lists (`?limit=` and `?continue=`), as kube-apiserver's etcd3 storage pages them.
 //!
 //! The continue token is upstream's format: unpadded URL-safe base64 of
-//! `{"v":"meta.k8s.io/v1","rv":<list revision>,"start":"<last key>\u0000"}`, where keys are etcd's
-//! `<namespace>/<name>` (or `<name>`) relative to the resource prefix, and items are ordered by that key
-//! as etcd orders them (bytewise).
+//! `{"v":"meta.k8s.io/v1","rv":<list revision>,"start":"<last key>\u0000"}`, where keys are etcd's,
+//! relative to the list's prefix as upstream's `EncodeContinue` makes them (`<namespace>/<name>` in a
+//! list of all namespaces, `<name>` in a namespace's or of a cluster-scoped resource), and items are
+//! ordered by that key as etcd orders them (bytewise). The REST layer reads a page with
+//! [`crate::store::Store::list_range`] (only the objects it returns), as upstream's etcd3 `GetList`
+//! does; with a selector it keeps reading until the page is full or the range ends, and the token
+//! continues after the last key it *evaluated*.
 //!
 //! On etcd a continued list reads the snapshot at the token's revision, and answers upstream's 410
 //! "The provided continue parameter is too old…" once it is compacted. The in-memory store keeps no old
@@ -12,7 +16,6 @@
 
 use data_encoding::BASE64URL_NOPAD;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::api::status::Status;
 
@@ -74,76 +77,9 @@ impl ContinueToken {
     }
 }
 
-/// etcd's key of an object relative to its resource prefix: `<namespace>/<name>` or `<name>`.
-pub fn object_key(object: &Value) -> String {
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    match object.pointer("/metadata/namespace").and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_owned(),
-    }
-}
-
-/// One page of a list.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Page {
-    /// The items of this page.
-    pub items: Vec<Value>,
-    /// The token for the next page, if more items follow.
-    pub next: Option<String>,
-    /// Items after this page (set only when more follow and no selector filtered, as upstream).
-    pub remaining: Option<u64>,
-}
-
-/// Pages `items` (already filtered): sorted by key, starting at `token`'s key, at most `limit` (0 = all).
-/// `unfiltered` says whether no selector removed items, which upstream requires for
-/// `remainingItemCount`.
-pub fn paginate(
-    mut items: Vec<Value>,
-    token: Option<&ContinueToken>,
-    limit: u64,
-    list_revision: u64,
-    unfiltered: bool,
-) -> Page {
-    let mut keyed: Vec<(String, Value)> = items.drain(..).map(|o| (object_key(&o), o)).collect();
-    keyed.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    if let Some(token) = token {
-        keyed.retain(|(key, _)| key.as_bytes() >= token.start_key.as_bytes());
-    }
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    if limit == 0 || keyed.len() <= limit {
-        return Page {
-            items: keyed.into_iter().map(|(_, o)| o).collect(),
-            next: None,
-            remaining: None,
-        };
-    }
-    let remaining = (keyed.len() - limit) as u64;
-    keyed.truncate(limit);
-    let last = keyed.last().map(|(k, _)| k.clone()).unwrap_or_default();
-    let revision = token.map_or(list_revision, |t| t.resource_version);
-    Page {
-        items: keyed.into_iter().map(|(_, o)| o).collect(),
-        next: Some(ContinueToken::after(&last, revision).encode()),
-        remaining: unfiltered.then_some(remaining),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    fn item(ns: &str, name: &str) -> Value {
-        json!({"metadata": {"namespace": ns, "name": name}})
-    }
-
-    fn names(page: &Page) -> Vec<String> {
-        page.items.iter().map(object_key).collect()
-    }
 
     #[test]
     fn token_round_trips_in_upstream_format() {
@@ -172,40 +108,5 @@ mod tests {
                 err.message
             );
         }
-    }
-
-    #[test]
-    fn pages_walk_all_items_in_key_order_exactly_once() {
-        // Bytewise order: "a-b/x" < "a/x" because '-' < '/'.
-        let items = vec![
-            item("a", "x"),
-            item("a-b", "x"),
-            item("a", "y"),
-            item("b", "z"),
-            item("a", "w"),
-        ];
-        let first = paginate(items.clone(), None, 2, 10, true);
-        assert_eq!(names(&first), ["a-b/x", "a/w"]);
-        assert_eq!(first.remaining, Some(3));
-        let token = ContinueToken::decode(first.next.as_deref().unwrap()).unwrap();
-        assert_eq!(token.resource_version, 10);
-        let second = paginate(items.clone(), Some(&token), 2, 99, true);
-        assert_eq!(names(&second), ["a/x", "a/y"]);
-        assert_eq!(second.remaining, Some(1));
-        // Later pages keep the first page's revision.
-        let token = ContinueToken::decode(second.next.as_deref().unwrap()).unwrap();
-        assert_eq!(token.resource_version, 10);
-        let third = paginate(items, Some(&token), 2, 99, false);
-        assert_eq!(names(&third), ["b/z"]);
-        assert!(third.next.is_none() && third.remaining.is_none());
-    }
-
-    #[test]
-    fn filtered_pages_have_no_remaining_count_and_zero_limit_returns_all() {
-        let items = vec![item("a", "1"), item("a", "2"), item("a", "3")];
-        assert_eq!(paginate(items.clone(), None, 1, 5, false).remaining, None);
-        let all = paginate(items, None, 0, 5, true);
-        assert_eq!(all.items.len(), 3);
-        assert!(all.next.is_none());
     }
 }

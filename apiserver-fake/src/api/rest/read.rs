@@ -6,9 +6,10 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::list_options::{self, ReadPath};
+use super::negotiation::OutputFormat;
 use super::negotiation::Transform;
 use super::object::present_list_item;
-use super::pagination::{ContinueToken, paginate};
+use super::pagination::ContinueToken;
 use super::selector::{FieldSelector, LabelSelector};
 use super::table::{
     IncludeObject, TableConvertor, partial_object_metadata, partial_object_metadata_list, table,
@@ -70,29 +71,87 @@ pub fn list_metadata(revision: u64, next: Option<String>, remaining: Option<u64>
 /// Renders a list in the negotiated format: `<Kind>List` (items without TypeMeta for built-ins),
 /// `Table`, or `PartialObjectMetadataList`.
 pub fn render_list(req: &RestRequest<'_>, metadata: Value, items: Vec<Value>) -> Value {
-    let api_version = req.resource.api_version();
-    let kind = &req.resource.kind;
-    let items: Vec<Value> = items
-        .into_iter()
-        .map(|o| present_list_item(o, &api_version, kind, req.resource.custom))
-        .collect();
-    match req.format.transform {
-        Transform::Table => table(
-            metadata,
-            &items,
-            IncludeObject::parse(req.query.get("includeObject")),
-            &TableConvertor::for_resource(&req.resource, req.ctx.binary_version),
-            time::OffsetDateTime::now_utc(),
-        ),
-        Transform::PartialObjectMetadata => partial_object_metadata_list(metadata, &items),
-        Transform::None => json!({
-            "kind": format!("{kind}List"),
-            "apiVersion": api_version,
-            "metadata": metadata,
-            "items": items,
-        }),
+    ListRenderer::new(req).render(metadata, items)
+}
+
+/// A 200 with [`render_list`]'s list, rendered and encoded where the request deadline can interrupt
+/// it when the list is large.
+pub async fn respond_list(
+    req: &RestRequest<'_>,
+    metadata: Value,
+    items: Vec<Value>,
+) -> Result<Response, Status> {
+    ListRenderer::new(req).respond(metadata, items).await
+}
+
+/// What rendering and encoding a list needs, owned, so that the CPU-bound part of a large list can run
+/// on a blocking thread the request's deadline does not wait for.
+struct ListRenderer {
+    api_version: String,
+    kind: String,
+    custom: bool,
+    include: IncludeObject,
+    convertor: TableConvertor,
+    format: OutputFormat,
+}
+
+impl ListRenderer {
+    fn new(req: &RestRequest<'_>) -> Self {
+        Self {
+            api_version: req.resource.api_version(),
+            kind: req.resource.kind.clone(),
+            custom: req.resource.custom,
+            include: IncludeObject::parse(req.query.get("includeObject")),
+            convertor: TableConvertor::for_resource(&req.resource, req.ctx.binary_version),
+            format: req.format,
+        }
+    }
+
+    fn render(&self, metadata: Value, items: Vec<Value>) -> Value {
+        let items: Vec<Value> = items
+            .into_iter()
+            .map(|o| present_list_item(o, &self.api_version, &self.kind, self.custom))
+            .collect();
+        match self.format.transform {
+            Transform::Table => table(
+                metadata,
+                &items,
+                self.include,
+                &self.convertor,
+                time::OffsetDateTime::now_utc(),
+            ),
+            Transform::PartialObjectMetadata => partial_object_metadata_list(metadata, &items),
+            Transform::None => json!({
+                "kind": format!("{}List", self.kind),
+                "apiVersion": self.api_version,
+                "metadata": metadata,
+                "items": items,
+            }),
+        }
+    }
+
+    /// Renders and encodes `items`: inline when few, else on a blocking thread, so that the request
+    /// deadline (a `tokio::time::timeout` around the handler) can answer 504 while it runs.
+    async fn respond(self, metadata: Value, items: Vec<Value>) -> Result<Response, Status> {
+        if items.len() < BLOCKING_RENDER_ITEMS {
+            let format = self.format;
+            return Ok(format.respond(StatusCode::OK, &self.render(metadata, items)));
+        }
+        tokio::task::spawn_blocking(move || {
+            let format = self.format;
+            format.respond(StatusCode::OK, &self.render(metadata, items))
+        })
+        .await
+        .map_err(|err| Status::internal_error(&format!("rendering the list failed: {err}")))
     }
 }
+
+/// Lists of at least this many items are rendered and encoded on a blocking thread.
+const BLOCKING_RENDER_ITEMS: usize = 500;
+
+/// The largest range a list reads from the store at once while it fills a page that a selector thins
+/// out (upstream's etcd3 `maxLimit`).
+const MAX_RANGE_LIMIT: usize = 10_000;
 
 /// Renders one object in the negotiated format.
 pub fn render_object(req: &RestRequest<'_>, object: Value) -> Value {
@@ -142,24 +201,61 @@ pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
         None => None,
     };
     let storage = req.resource.storage();
-    let (items, revision) = match &token {
-        None => req.ctx.store.list(&storage, req.namespace.as_deref()).await?,
-        // Later pages read the snapshot the first one was read at, as upstream's etcd3 store does.
-        Some(token) => req
+    let namespace = req.namespace.as_deref();
+    let unfiltered = selection.is_empty();
+    // Upstream's etcd3 `GetList`: read `limit` keys from the start key at the list's revision and keep
+    // reading (doubling the range, up to `maxLimit`) until `limit` objects matched or the range ends. A
+    // list without `limit` is one read of everything (one snapshot, also in the in-memory store).
+    let paging = limit > 0;
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut range_limit = if paging { limit.min(MAX_RANGE_LIMIT) } else { 0 };
+    let mut start = token.as_ref().map(|t| t.start_key.clone());
+    let mut revision = token.as_ref().map(|t| t.resource_version);
+    let mut items = Vec::new();
+    let mut last_key = None;
+    let (has_more, count) = loop {
+        let page = req
             .ctx
             .store
-            .list_at(&storage, req.namespace.as_deref(), token.resource_version)
+            .list_range(&storage, namespace, start.as_deref(), range_limit, revision)
             .await
             .map_err(|err| match err {
-                StoreError::Expired { .. } => Status::resource_expired(INCONSISTENT_CONTINUE),
+                StoreError::Expired { .. } if token.is_some() => {
+                    Status::resource_expired(INCONSISTENT_CONTINUE)
+                }
                 other => Status::from(other),
-            })?,
+            })?;
+        revision = Some(page.revision);
+        let mut has_more = page.more;
+        let fetched = page.items.len();
+        for (key, object) in page.items {
+            if paging && items.len() >= limit {
+                has_more = true;
+                break;
+            }
+            if selection.matches(&object) {
+                items.push(object);
+            }
+            last_key = Some(key);
+        }
+        if fetched == 0 || !has_more || !paging || items.len() >= limit {
+            break (has_more && fetched > 0, page.count);
+        }
+        start = last_key.as_ref().map(|key| format!("{key}\u{0}"));
+        range_limit = (range_limit * 2).min(MAX_RANGE_LIMIT);
+        // Let the request deadline fire, and other requests run, between reads.
+        tokio::task::yield_now().await;
     };
-    let total = items.len();
-    let items: Vec<Value> = items.into_iter().filter(|o| selection.matches(o)).collect();
-    let unfiltered = items.len() == total && selection.is_empty();
-    let page = paginate(items, token.as_ref(), limit, revision, unfiltered);
-    let revision = token.as_ref().map_or(revision, |t| t.resource_version);
-    let metadata = list_metadata(revision, page.next, page.remaining);
-    Ok(req.respond(StatusCode::OK, &render_list(req, metadata, page.items)))
+    let revision = revision.unwrap_or_default();
+    let (next, remaining) = match (has_more && paging, last_key) {
+        (true, Some(last)) => (
+            Some(ContinueToken::after(&last, revision).encode()),
+            // etcd's count covers the range from the last read's start key; upstream reports it minus
+            // the limit, and only when no selector thinned the page.
+            unfiltered.then(|| count.saturating_sub(limit as u64)),
+        ),
+        _ => (None, None),
+    };
+    let metadata = list_metadata(revision, next, remaining);
+    respond_list(req, metadata, items).await
 }
