@@ -74,6 +74,16 @@ pub struct CustomResourceSchema {
     pub open_api_v3_schema: Option<Value>,
 }
 
+/// A per-version field of a CRD (`subresources`, `additionalPrinterColumns`): `version`'s own, else the
+/// CRD-wide one old CRDs carry in `spec`.
+pub fn crd_version_field<'a>(crd: &'a Value, version: &str, field: &str) -> Option<&'a Value> {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|versions| versions.iter().find(|v| v["name"].as_str() == Some(version)))
+        .and_then(|v| v.get(field))
+        .or_else(|| crd.get("spec").and_then(|spec| spec.get(field)))
+}
+
 /// The `openAPIV3Schema` of `version` of a CRD (upstream `apihelpers.GetSchemaForVersion`: the
 /// version's own schema, else the CRD-wide `spec.validation` of old CRDs).
 pub fn crd_version_schema(crd: &Value, version: &str) -> Option<Value> {

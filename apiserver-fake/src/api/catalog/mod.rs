@@ -24,7 +24,8 @@ mod table;
 mod version;
 
 pub use custom::{
-    CustomResourceSchema, compare_kube_aware_versions, crd_version_schema, custom_groups_from_crds,
+    CustomResourceSchema, compare_kube_aware_versions, crd_version_field, crd_version_schema,
+    custom_groups_from_crds,
 };
 pub use feature_gates::{ALL_ALPHA, ALL_BETA, FeatureGates, Stage};
 pub use runtime_config::{RuntimeConfig, RuntimeConfigKey, VERSION_MATCHERS};

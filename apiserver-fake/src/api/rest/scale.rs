@@ -61,18 +61,7 @@ pub struct CustomScale {
 impl CustomScale {
     /// The scale mapping of `version` in `crd` (per-version `subresources`, else the top-level ones).
     pub fn of_crd(crd: &Value, version: &str) -> Option<Self> {
-        let per_version = crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .and_then(|versions| {
-                versions
-                    .iter()
-                    .find(|v| v.get("name").and_then(Value::as_str) == Some(version))
-            })
-            .and_then(|v| v.get("subresources"));
-        let scale = per_version
-            .or_else(|| crd.pointer("/spec/subresources"))?
-            .get("scale")?;
+        let scale = crate::api::catalog::crd_version_field(crd, version, "subresources")?.get("scale")?;
         let path = |field: &str| {
             scale
                 .get(field)

@@ -137,16 +137,7 @@ impl PrinterColumn {
 
     /// The columns of a CRD's `version` (top-level columns of old CRDs as fallback, `Age` by default).
     pub fn for_crd_version(crd: &Value, version: &str) -> Vec<Self> {
-        let per_version = crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .and_then(|versions| {
-                versions
-                    .iter()
-                    .find(|v| v.get("name").and_then(Value::as_str) == Some(version))
-            })
-            .and_then(|v| v.get("additionalPrinterColumns"));
-        let columns = per_version.or_else(|| crd.pointer("/spec/additionalPrinterColumns"));
+        let columns = crate::api::catalog::crd_version_field(crd, version, "additionalPrinterColumns");
         let columns: Vec<Self> = columns
             .and_then(Value::as_array)
             .map(|c| c.iter().filter_map(Self::from_crd).collect())
