@@ -97,6 +97,10 @@ STRING_POINTERS = {
     'api.storage.v1.StorageClass.reclaimPolicy',
     'api.storage.v1.StorageClass.volumeBindingMode',
     'api.storage.v1.CSIDriverSpec.fsGroupPolicy',
+    # Found by the encoder's byte comparison with what kube-apiserver 1.36 stored in etcd.
+    'api.core.v1.PersistentVolumeClaimStatus.currentVolumeAttributesClassName',
+    'api.policy.v1.PodDisruptionBudgetSpec.unhealthyPodEvictionPolicy',
+    'api.policy.v1beta1.PodDisruptionBudgetSpec.unhealthyPodEvictionPolicy',
 }
 
 # Go non-pointer integers/booleans with `omitempty`: always on the wire, dropped from JSON when zero.
@@ -153,7 +157,6 @@ NON_POINTER = {
     'api.apps.v1.StatefulSetStatus.readyReplicas',
     'api.apps.v1.StatefulSetStatus.currentReplicas',
     'api.apps.v1.StatefulSetStatus.updatedReplicas',
-    'api.apps.v1.StatefulSetStatus.availableReplicas',
     'api.apps.v1.DaemonSetSpec.minReadySeconds',
     'api.apps.v1.DaemonSetStatus.observedGeneration',
     'api.apps.v1.DaemonSetStatus.updatedNumberScheduled',
@@ -162,6 +165,12 @@ NON_POINTER = {
     'api.batch.v1.JobStatus.active',
     'api.batch.v1.JobStatus.succeeded',
     'api.batch.v1.JobStatus.failed',
+    # Found by comparing with what kube-apiserver 1.36 stored and served.
+    'api.core.v1.NodeSpec.unschedulable',
+    'api.core.v1.PodStatus.observedGeneration',
+    'api.scheduling.v1.PriorityClass.globalDefault',
+    'api.policy.v1.PodDisruptionBudgetStatus.observedGeneration',
+    'api.policy.v1beta1.PodDisruptionBudgetStatus.observedGeneration',
 }
 
 # JSON names that neither k8s-openapi nor lowerCamelCase give (JSONSchemaProps' `$ref`, ...).

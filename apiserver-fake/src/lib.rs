@@ -26,20 +26,23 @@
 //! The crate is laid out by the role of its code in serving a request; the top-level modules depend on
 //! each other in one direction only (a module may use the ones listed before it, never a later one):
 //!
-//! 1. [`store`]: the cluster's shared storage (the fake's "etcd"); depends on nothing else here.
-//! 2. [`api`]: what a server answers (API tables, discovery, OpenAPI, REST handlers, Status errors).
-//! 3. [`controllers`]: background controllers and what they publish (identity lease, StorageVersion,
+//! 1. [`protobuf`]: Kubernetes' protobuf encoding of built-in objects (request bodies, etcd values);
+//!    depends on nothing else here.
+//! 2. [`store`]: the cluster's shared storage (the fake's "etcd").
+//! 3. [`api`]: what a server answers (API tables, discovery, OpenAPI, REST handlers, Status errors).
+//! 4. [`controllers`]: background controllers and what they publish (identity lease, StorageVersion,
 //!    CRDs, peer endpoint records).
-//! 4. [`chain`]: the handler chain, whose module documentation states the order of its stages once.
-//! 5. [`server`]: configuration, state, listener and TLS of one server, and its wiring of `mvp-core`
+//! 5. [`chain`]: the handler chain, whose module documentation states the order of its stages once.
+//! 6. [`server`]: configuration, state, listener and TLS of one server, and its wiring of `mvp-core`
 //!    ([`server::mvp`]); it builds everything above into a running server.
-//! 6. [`cluster`]: several servers together (in-process, as processes, with etcd) and the upgrade
+//! 7. [`cluster`]: several servers together (in-process, as processes, with etcd) and the upgrade
 //!    simulator.
 
 pub mod api;
 pub mod chain;
 pub mod cluster;
 pub mod controllers;
+pub mod protobuf;
 pub mod server;
 pub mod store;
 

@@ -74,8 +74,8 @@ proptest! {
     fn any_protobuf_body_is_decoded_or_refused(body in proptest::collection::vec(any::<u8>(), 0..200)) {
         let mut framed = b"k8s\0".to_vec();
         framed.extend_from_slice(&body);
-        let _ = apiserver_fake::api::protobuf::decode_object(&framed);
-        let _ = apiserver_fake::api::protobuf::decode_object(&body);
+        let _ = apiserver_fake::protobuf::decode_object(&framed);
+        let _ = apiserver_fake::protobuf::decode_object(&body);
     }
 
     /// Any bytes as a YAML body are decoded or refused, never a panic.

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use apiserver_fake::api::protobuf::{decode_object, is_protobuf};
+use apiserver_fake::protobuf::{decode_object, is_protobuf};
 use serde_json::Value;
 
 fn fixture(name: &str) -> Vec<u8> {

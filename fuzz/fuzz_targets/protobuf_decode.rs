@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(object) = apiserver_fake::api::protobuf::decode_object(data) {
+    if let Ok(object) = apiserver_fake::protobuf::decode_object(data) {
         assert!(serde_json::to_vec(&object).is_ok());
     }
 });

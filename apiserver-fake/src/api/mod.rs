@@ -6,7 +6,6 @@ pub mod discovery;
 pub mod metrics;
 pub mod not_found;
 pub mod openapi;
-pub mod protobuf;
 pub mod rest;
 pub mod serviceaccount;
 pub mod status;

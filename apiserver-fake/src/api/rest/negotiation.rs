@@ -239,7 +239,7 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], custom_resource: bool) -> R
             .map_err(|e| Status::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         Some("application/yaml") => decode_yaml(body)?,
         Some("application/vnd.kubernetes.protobuf") if !custom_resource => {
-            crate::api::protobuf::decode_object(body).map_err(|e| Status::bad_request(e.to_string()))?
+            crate::protobuf::decode_object(body).map_err(|e| Status::bad_request(e.to_string()))?
         }
         _ => return Err(Status::unsupported_media_type(accepted)),
     };

@@ -40,7 +40,7 @@ pub fn set_defaults_replica_set(replica_set: &mut Map<String, Value>) {
 }
 
 /// `SetDefaults_StatefulSet`: `podManagementPolicy: OrderedReady`, a `RollingUpdate` update strategy
-/// with `partition: 0` (and `maxUnavailable: 1` while `MaxUnavailableStatefulSet` is on, 1.35+),
+/// with `partition: 0` (and `maxUnavailable: 1` were `MaxUnavailableStatefulSet` on, which it is not by default),
 /// `persistentVolumeClaimRetentionPolicy` `Retain`/`Retain` (`StatefulSetAutoDeletePVC`, on since
 /// 1.27), `replicas: 1`, `revisionHistoryLimit: 10`, and the volume claim templates' `volumeMode`.
 pub fn set_defaults_stateful_set(stateful_set: &mut Map<String, Value>, version: KubeVersion) {
@@ -159,7 +159,7 @@ mod tests {
     }
 
     #[test]
-    fn stateful_set_follows_max_unavailable_gate() {
+    fn stateful_set_gets_no_max_unavailable_while_its_gate_is_off() {
         let sts = json!({"spec": {"serviceName": "s", "volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": {}}]}});
         let old = defaulted(
             &builtin("apps", "statefulsets", "StatefulSet"),
@@ -176,8 +176,9 @@ mod tests {
                 "status": {"replicas": 0, "availableReplicas": 0}})
         };
         assert_eq!(old, expected(json!({"partition": 0})));
-        let new = defaulted(&builtin("apps", "statefulsets", "StatefulSet"), v(35), sts);
-        assert_eq!(new, expected(json!({"partition": 0, "maxUnavailable": 1})));
+        // MaxUnavailableStatefulSet stays off by default through 1.36.
+        let new = defaulted(&builtin("apps", "statefulsets", "StatefulSet"), v(36), sts);
+        assert_eq!(new, expected(json!({"partition": 0})));
         // An explicit OnDelete strategy gets no rolling update parameters.
         let on_delete = defaulted(
             &builtin("apps", "statefulsets", "StatefulSet"),

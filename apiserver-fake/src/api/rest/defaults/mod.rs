@@ -140,8 +140,9 @@ pub fn gate(name: &str, version: KubeVersion) -> bool {
         "JobPodReplacementPolicy" => minor >= 29,
         // Alpha 1.28, beta (on) 1.29, GA 1.33.
         "JobBackoffLimitPerIndex" => minor >= 29,
-        // Alpha 1.24, beta (on) 1.35.
-        "MaxUnavailableStatefulSet" => minor >= 35,
+        // Alpha 1.24, off by default through 1.36: a real kube-apiserver 1.36.2 stores and serves a
+        // StatefulSet without `maxUnavailable` (tests/upstream_storage.rs).
+        "MaxUnavailableStatefulSet" => false,
         _ => false,
     }
 }
@@ -271,7 +272,7 @@ mod tests {
         assert!(!gate("JobPodReplacementPolicy", v(28)));
         assert!(gate("JobPodReplacementPolicy", v(29)));
         assert!(!gate("MaxUnavailableStatefulSet", v(34)));
-        assert!(gate("MaxUnavailableStatefulSet", v(35)));
+        assert!(!gate("MaxUnavailableStatefulSet", v(36)));
         assert!(!gate("Unknown", v(36)));
     }
 }

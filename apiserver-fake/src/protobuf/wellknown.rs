@@ -94,6 +94,68 @@ pub(super) fn to_json(
     })
 }
 
+/// The inverse of [`to_json`]: the raw fields of a well-known message for the JSON its Go type
+/// unmarshals from (what [`super::encode`] then writes).
+pub(super) fn from_json(
+    message: &'static str,
+    special: Special,
+    value: &Value,
+) -> Result<Map<String, Value>, ProtobufError> {
+    let invalid = |reason: String| ProtobufError::InvalidValue { message, reason };
+    let unexpected = || invalid(format!("unexpected value {value}"));
+    let mut fields = Map::new();
+    let mut set = |key: &str, value: Value| {
+        fields.insert(key.to_owned(), value);
+    };
+    match (special, value) {
+        // The zero time: an empty message (Go's Time marshals nothing for it).
+        (Special::Time | Special::MicroTime, Value::Null) => {}
+        (Special::Time | Special::MicroTime, Value::String(text)) => {
+            let at = OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                .map_err(|e| invalid(format!("parsing time {text:?}: {e}")))?;
+            set("seconds", Value::from(at.unix_timestamp()));
+            set("nanos", Value::from(at.nanosecond()));
+        }
+        (Special::Duration, Value::String(text)) => {
+            let nanos = go_parse_duration::parse_duration(text)
+                .map_err(|_| invalid(format!("time: invalid duration {text:?}")))?;
+            set("duration", Value::from(nanos));
+        }
+        (Special::Quantity, Value::String(text)) => set("string", Value::String(text.clone())),
+        (Special::Quantity, Value::Number(n)) => set("string", Value::String(n.to_string())),
+        (Special::IntOrString, Value::Number(n)) => {
+            set("type", Value::from(0));
+            set("intVal", Value::from(n.as_i64().ok_or_else(unexpected)?));
+            set("strVal", Value::String(String::new()));
+        }
+        (Special::IntOrString, Value::String(text)) => {
+            set("type", Value::from(1));
+            set("intVal", Value::from(0));
+            set("strVal", Value::String(text.clone()));
+        }
+        // A nil Raw is not written; anything else is its JSON, verbatim.
+        (Special::RawExtension | Special::FieldsV1 | Special::Json, Value::Null) => {}
+        (Special::RawExtension | Special::FieldsV1 | Special::Json, value) => {
+            let raw = serde_json::to_vec(value).map_err(|e| invalid(e.to_string()))?;
+            set("raw", Value::String(BASE64.encode(&raw)));
+        }
+        (Special::StringList, Value::Null) => {}
+        (Special::StringList, Value::Array(_)) => set("items", value.clone()),
+        (Special::SchemaOrBool, Value::Bool(allows)) => set("allows", Value::Bool(*allows)),
+        (Special::SchemaOrBool, Value::Object(_)) => {
+            set("allows", Value::Bool(true));
+            set("schema", value.clone());
+        }
+        (Special::SchemaOrArray, Value::Array(_)) => set("JSONSchemas", value.clone()),
+        (Special::SchemaOrStringArray, Value::Array(_)) => set("property", value.clone()),
+        (Special::SchemaOrArray | Special::SchemaOrStringArray, Value::Object(_)) => {
+            set("schema", value.clone())
+        }
+        _ => return Err(unexpected()),
+    }
+    Ok(fields)
+}
+
 /// RFC 3339 in UTC as Go's `time.RFC3339` (seconds) or `RFC3339Micro` (six fraction digits).
 fn rfc3339(unix_nanos: i128, micro: bool) -> Result<String, String> {
     let at = OffsetDateTime::from_unix_timestamp_nanos(unix_nanos)

@@ -105,6 +105,19 @@ pub(super) enum Special {
     SchemaOrStringArray,
 }
 
+/// Non-pointer message fields whose Go JSON tag has `omitzero`: always on the wire (possibly empty),
+/// left out of JSON when zero. kube-apiserver 1.35 tagged `ObjectMeta.creationTimestamp` so, which is
+/// why a pod template's metadata no longer shows `creationTimestamp: null`.
+const OMIT_ZERO: &[(&str, &str)] = &[(
+    "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+    "creationTimestamp",
+)];
+
+/// Whether `field` of `message` is one of the [`OMIT_ZERO`] fields.
+pub(super) fn omits_zero(message: &Message, field: &Field) -> bool {
+    OMIT_ZERO.contains(&(message.name, field.json))
+}
+
 /// The message with this proto name, if the table has it.
 pub(super) fn message(name: &str) -> Option<&'static Message> {
     MESSAGES

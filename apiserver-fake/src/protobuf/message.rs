@@ -123,6 +123,7 @@ pub(super) fn decode_fields(
                 let value = decode(inner, &chunks.concat(), depth + 1)?;
                 match (field.label, value) {
                     (Label::Inline, Value::Object(fields)) => out.extend(fields),
+                    (_, Value::Null) if schema::omits_zero(message, field) => {}
                     (_, value) => {
                         out.insert(field.json.to_owned(), value);
                     }
