@@ -99,6 +99,7 @@ STRING_POINTERS = {
     'api.storage.v1.CSIDriverSpec.fsGroupPolicy',
     # Found by the encoder's byte comparison with what kube-apiserver 1.36 stored in etcd.
     'api.core.v1.PersistentVolumeClaimStatus.currentVolumeAttributesClassName',
+    'api.core.v1.EndpointAddress.nodeName',
     'api.policy.v1.PodDisruptionBudgetSpec.unhealthyPodEvictionPolicy',
     'api.policy.v1beta1.PodDisruptionBudgetSpec.unhealthyPodEvictionPolicy',
 }

@@ -19,7 +19,8 @@ mod with_etcd {
     use std::time::Duration;
 
     use apiserver_fake::store::{
-        EtcdConfig, EtcdStore, ObjectKey, Preconditions, StorageResource, Store, StoreError, WatchEventType,
+        EtcdConfig, EtcdStore, ObjectKey, Preconditions, StorageMediaType, StorageResource, Store,
+        StoreError, WatchEventType,
     };
     use futures_util::StreamExt;
     use serde_json::{Value, json};
@@ -49,6 +50,27 @@ mod with_etcd {
         EtcdStore::connect(&config, Duration::from_secs(5))
             .await
             .expect("etcd answers")
+    }
+
+    /// The value stored at `key`, as bytes.
+    fn etcdctl_bytes(etcd: &PrivateEtcd, key: &str) -> Vec<u8> {
+        let output = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", etcd.url))
+            .args(["get", "--print-value-only", key])
+            .output()
+            .expect("etcdctl runs");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let mut value = output.stdout;
+        // etcdctl ends the value with a newline of its own.
+        if value.last() == Some(&b'\n') {
+            value.pop();
+        }
+        value
     }
 
     fn etcdctl(etcd: &PrivateEtcd, args: &[&str]) -> String {
@@ -139,7 +161,15 @@ mod with_etcd {
             .create(
                 &StorageResource::new("", "namespaces"),
                 &ObjectKey::cluster("default"),
-                json!({}),
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+            )
+            .await
+            .unwrap();
+        store
+            .create(
+                &StorageResource::new("", "services"),
+                &ObjectKey::namespaced("default", "kubernetes"),
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes"}}),
             )
             .await
             .unwrap();
@@ -147,7 +177,7 @@ mod with_etcd {
             .create(
                 &StorageResource::new("stable.example.com", "crontabs"),
                 &ObjectKey::namespaced("default", "c"),
-                json!({}),
+                json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "c"}}),
             )
             .await
             .unwrap();
@@ -158,22 +188,57 @@ mod with_etcd {
             [
                 "/layout/registry/jobs/default/a",
                 "/layout/registry/namespaces/default",
+                "/layout/registry/services/specs/default/kubernetes",
                 "/layout/registry/stable.example.com/crontabs/default/c",
             ]
         );
-        let value: Value = serde_json::from_str(
-            etcdctl(
-                &etcd,
-                &["get", "--print-value-only", "/layout/registry/jobs/default/a"],
-            )
-            .trim(),
-        )
-        .unwrap();
+        // Built-in kinds in Kubernetes protobuf, by default, as upstream.
+        let stored = etcdctl_bytes(&etcd, "/layout/registry/jobs/default/a");
+        assert!(
+            stored.starts_with(b"k8s\0"),
+            "{}",
+            String::from_utf8_lossy(&stored)
+        );
+        let value = apiserver_fake::protobuf::decode_object(&stored).unwrap();
         assert_eq!(value["spec"]["parallelism"], 1);
         assert!(
             value["metadata"].get("resourceVersion").is_none(),
             "the revision is etcd's, never stored: {value}"
         );
+        // Custom resources in JSON.
+        let stored = etcdctl_bytes(&etcd, "/layout/registry/stable.example.com/crontabs/default/c");
+        let value: Value = serde_json::from_slice(&stored).unwrap();
+        assert_eq!(value["kind"], "CronTab");
+    }
+
+    #[tokio::test]
+    async fn json_storage_is_written_on_request_and_either_encoding_is_read() {
+        let Some(etcd) = private_etcd() else { return };
+        let json_store = open(&etcd, "/media/registry")
+            .await
+            .with_media_type(StorageMediaType::Json);
+        let protobuf_store = open(&etcd, "/media/registry").await;
+        json_store
+            .create(&jobs(), &ObjectKey::namespaced("default", "j"), job("j"))
+            .await
+            .unwrap();
+        protobuf_store
+            .create(&jobs(), &ObjectKey::namespaced("default", "p"), job("p"))
+            .await
+            .unwrap();
+        let stored = etcdctl_bytes(&etcd, "/media/registry/jobs/default/j");
+        let value: Value = serde_json::from_slice(&stored).expect("JSON");
+        assert_eq!(value["metadata"]["name"], "j");
+        assert!(etcdctl_bytes(&etcd, "/media/registry/jobs/default/p").starts_with(b"k8s\0"));
+        for store in [&json_store, &protobuf_store] {
+            let (items, _) = store.list(&jobs(), Some("default")).await.unwrap();
+            let names: Vec<&str> = items
+                .iter()
+                .map(|o| o["metadata"]["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, ["j", "p"]);
+            assert!(items.iter().all(|o| o["spec"]["parallelism"] == 1));
+        }
     }
 
     #[tokio::test]

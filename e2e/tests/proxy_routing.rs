@@ -51,7 +51,11 @@ async fn jobs_list_on_server_without_batch_is_served_by_a_peer() {
             [format!("GET {JOBS} as admin")],
             "{mode:?}"
         );
-        insta::assert_yaml_snapshot!(format!("jobs_list_via_b_served_by_a_{}", mode_name(mode)), listed);
+        // Keys sorted: the etcd store gives objects Go's field order, the in-memory store the order
+        // they were written in.
+        insta::with_settings!({sort_maps => true}, {
+            insta::assert_yaml_snapshot!(format!("jobs_list_via_b_served_by_a_{}", mode_name(mode)), listed);
+        });
     }
 }
 

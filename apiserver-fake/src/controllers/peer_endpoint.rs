@@ -29,8 +29,8 @@ const RETRY_POLL: Duration = Duration::from_millis(10);
 /// The record for `server_id` reachable at `address`.
 pub fn endpoint_record(server_id: &str, address: SocketAddr) -> Value {
     json!({
-        "kind": "Endpoints",
         "apiVersion": "v1",
+        "kind": "Endpoints",
         "metadata": {
             "name": server_id,
             "labels": { "apiserverIdentity": server_id },

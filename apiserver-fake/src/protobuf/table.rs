@@ -4180,7 +4180,7 @@ pub(super) static MESSAGES: &[Message] = &[
         fields: &[
             Field { number: 1, json: "ip", ty: Type::String, label: Label::Single, zero: Zero::Keep },
             Field { number: 3, json: "hostname", ty: Type::String, label: Label::Single, zero: Zero::Omit },
-            Field { number: 4, json: "nodeName", ty: Type::String, label: Label::Single, zero: Zero::Omit },
+            Field { number: 4, json: "nodeName", ty: Type::String, label: Label::Single, zero: Zero::Keep },
             Field { number: 2, json: "targetRef", ty: Type::Message("k8s.io.api.core.v1.ObjectReference"), label: Label::Single, zero: Zero::Omit },
         ],
     },

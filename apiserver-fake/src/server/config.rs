@@ -183,6 +183,11 @@ pub struct ServerFlags {
     /// The prefix to prepend to all resource paths in etcd. (kube-apiserver's flag and default.)
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
+    /// The media type to use to store objects in storage: application/json or
+    /// application/vnd.kubernetes.protobuf (built-in kinds; custom resources are always JSON). Values in
+    /// either are read. (kube-apiserver's flag and default.)
+    #[arg(long, default_value = "application/vnd.kubernetes.protobuf")]
+    pub storage_media_type: crate::store::StorageMediaType,
     /// A CIDR notation IP range from which to assign service cluster IPs. (kube-apiserver's flag; the
     /// default is kubeadm's, kube-apiserver has none. The fake serves one, single-stack range.)
     #[arg(long, default_value = "10.96.0.0/12")]
@@ -369,7 +374,11 @@ impl ServerFlags {
                 servers: self.etcd_servers.clone(),
                 prefix: self.etcd_prefix.clone(),
             };
-            Ok(Arc::new(EtcdStore::connect(&config, timeout).await?))
+            Ok(Arc::new(
+                EtcdStore::connect(&config, timeout)
+                    .await?
+                    .with_media_type(self.storage_media_type),
+            ))
         }
         #[cfg(not(feature = "etcd"))]
         {

@@ -4,8 +4,10 @@
 //! * Keys: `<prefix>/<resource>/<namespace>/<name>` (cluster-scoped: `<prefix>/<resource>/<name>`)
 //!   for built-in groups, `<prefix>/<group>/<resource>/…` for API groups served from CRDs and for
 //!   `apiextensions.k8s.io` and `apiregistration.k8s.io`, as upstream's storage factory lays them out.
-//! * Values are the object as JSON without `metadata.resourceVersion`: the resourceVersion of an object
-//!   is its key's `mod_revision`, of a list the read's revision, as upstream's `APIObjectVersioner`.
+//! * Values are written as upstream's storage codec writes them (`--storage-media-type`): Kubernetes
+//!   protobuf for built-in kinds by default, JSON for the rest; both are read whatever wrote them. No
+//!   value holds `metadata.resourceVersion`: the resourceVersion of an object is its key's
+//!   `mod_revision`, of a list the read's revision, as upstream's `APIObjectVersioner`.
 //! * Creates are transactions on `create_revision == 0`; updates and deletes compare the
 //!   `mod_revision` they read (`GuaranteedUpdate`: an unconditional update that lost a race is read
 //!   and tried again; a conditional one is a 409).
@@ -24,10 +26,12 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use crate::protobuf;
+
 use super::{
-    Object, ObjectKey, Preconditions, RangePage, StorageResource, Store, StoreError, StoreResult, WatchEvent,
-    WatchEventType, WatchStream, check_preconditions, fill_create_metadata, prepare_update,
-    set_resource_version,
+    Object, ObjectKey, Preconditions, RangePage, StorageMediaType, StorageResource, Store, StoreError,
+    StoreResult, WatchEvent, WatchEventType, WatchStream, check_preconditions, fill_create_metadata,
+    prepare_update, set_resource_version,
 };
 
 /// How long one etcd call may take before it fails (upstream bounds calls by the request's context;
@@ -57,6 +61,8 @@ pub struct EtcdStore {
     client: Client,
     /// The prefix without a trailing slash (`/registry`).
     prefix: String,
+    /// How objects are written (any encoding is read).
+    media_type: StorageMediaType,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -134,6 +140,19 @@ fn stored_without_group(group: &str) -> bool {
     BUILT_IN.contains(&group)
 }
 
+/// The path segment of a built-in resource's keys: its name, except where upstream's registries chose
+/// another (`/registry/services/specs/…`, `/registry/services/endpoints/…`, `/registry/minions/…`,
+/// `/registry/ingress/…`).
+fn key_resource(resource: &StorageResource) -> &str {
+    match (resource.group.as_str(), resource.resource.as_str()) {
+        ("", "services") => "services/specs",
+        ("", "endpoints") => "services/endpoints",
+        ("", "nodes") => "minions",
+        ("networking.k8s.io" | "extensions", "ingresses") => "ingress",
+        (_, name) => name,
+    }
+}
+
 fn revision(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
@@ -152,6 +171,7 @@ impl EtcdStore {
         let store = Self {
             client,
             prefix: config.prefix.trim_end_matches('/').to_owned(),
+            media_type: StorageMediaType::default(),
         };
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -161,6 +181,13 @@ impl EtcdStore {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
+    }
+
+    /// The store writing objects in `media_type` (kube-apiserver's `--storage-media-type`; protobuf
+    /// unless told otherwise).
+    pub fn with_media_type(mut self, media_type: StorageMediaType) -> Self {
+        self.media_type = media_type;
+        self
     }
 
     /// A KV client for range reads of whole resources ([`MAX_LIST_RESPONSE`]).
@@ -173,7 +200,7 @@ impl EtcdStore {
     /// The key prefix of `resource`, with a trailing slash.
     fn resource_prefix(&self, resource: &StorageResource) -> String {
         if stored_without_group(&resource.group) {
-            format!("{}/{}/", self.prefix, resource.resource)
+            format!("{}/{}/", self.prefix, key_resource(resource))
         } else {
             format!("{}/{}/{}/", self.prefix, resource.group, resource.resource)
         }
@@ -228,18 +255,37 @@ fn decode(kv: &KeyValue) -> StoreResult<Object> {
     decode_at(kv.value(), kv.mod_revision())
 }
 
+/// Reads a value in either encoding, whatever wrote it: Kubernetes protobuf (its `k8s\0` prefix) or JSON.
 fn decode_at(value: &[u8], revision: i64) -> StoreResult<Object> {
-    let mut object: Object = serde_json::from_slice(value)
-        .map_err(|err| StoreError::InvalidObject(format!("stored value does not decode: {err}")))?;
+    let mut object = decode_value(value)?;
     set_resource_version(&mut object, self::revision(revision));
     Ok(object)
 }
 
-/// The value written for `object`: JSON without `resourceVersion` (etcd's revision is the version).
-fn encode(object: &Object) -> StoreResult<Vec<u8>> {
+fn decode_value(value: &[u8]) -> StoreResult<Value> {
+    if value.starts_with(protobuf::MAGIC) {
+        protobuf::decode_object(value)
+            .map_err(|err| StoreError::InvalidObject(format!("stored value does not decode: {err}")))
+    } else {
+        serde_json::from_slice(value)
+            .map_err(|err| StoreError::InvalidObject(format!("stored value does not decode: {err}")))
+    }
+}
+
+/// The value written for `object` in `media_type`: without `resourceVersion` (etcd's revision is the
+/// version). Protobuf is for built-in kinds only, as upstream (custom resources, CRDs and APIServices are
+/// JSON); an object the protobuf table cannot hold whole (a field newer than the table) is written as
+/// JSON rather than without it.
+fn encode(media_type: StorageMediaType, group: &str, object: &Object) -> StoreResult<Vec<u8>> {
     let mut stored = object.clone();
     if let Some(Value::Object(metadata)) = stored.get_mut("metadata") {
         metadata.remove("resourceVersion");
+    }
+    if media_type == StorageMediaType::Protobuf && stored_without_group(group) {
+        match protobuf::encode_object(&stored) {
+            Ok(bytes) => return Ok(bytes),
+            Err(err) => tracing::debug!(%err, "stored as JSON: the protobuf table cannot hold the object"),
+        }
     }
     serde_json::to_vec(&stored).map_err(|err| StoreError::InvalidObject(err.to_string()))
 }
@@ -260,7 +306,11 @@ impl Store for EtcdStore {
             let path = self.object_key(resource, key);
             let txn = Txn::new()
                 .when([Compare::create_revision(path.clone(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(path, encode(&object)?, None)]);
+                .and_then([TxnOp::put(
+                    path,
+                    encode(self.media_type, &resource.group, &object)?,
+                    None,
+                )]);
             let mut client = self.client.clone();
             let response = call(client.txn(txn)).await?;
             if !response.succeeded() {
@@ -304,7 +354,11 @@ impl Store for EtcdStore {
                         CompareOp::Equal,
                         read_revision,
                     )])
-                    .and_then([TxnOp::put(path.clone(), encode(&next)?, None)]);
+                    .and_then([TxnOp::put(
+                        path.clone(),
+                        encode(self.media_type, &resource.group, &next)?,
+                        None,
+                    )]);
                 let mut client = self.client.clone();
                 let response = call(client.txn(txn)).await?;
                 if response.succeeded() {
@@ -548,8 +602,8 @@ impl Store for EtcdStore {
                 .unwrap_or(i64::MAX)
                 .max(1);
             let lease = call(client.lease_grant(seconds, None)).await?;
-            let bytes =
-                serde_json::to_vec(&value).map_err(|err| StoreError::InvalidObject(err.to_string()))?;
+            // Upstream's peer endpoint records are v1 Endpoints in the store's encoding.
+            let bytes = encode(self.media_type, "", &value)?;
             call(client.put(
                 self.internal_key(key),
                 bytes,
@@ -567,9 +621,8 @@ impl Store for EtcdStore {
             response
                 .kvs()
                 .first()
-                .map(|kv| serde_json::from_slice(kv.value()))
+                .map(|kv| decode_value(kv.value()))
                 .transpose()
-                .map_err(|err| StoreError::InvalidObject(err.to_string()))
         })
     }
 
@@ -583,8 +636,7 @@ impl Store for EtcdStore {
                 let Some(key) = kv.key_str().ok().and_then(|k| k.strip_prefix(&self.prefix)) else {
                     continue;
                 };
-                let value = serde_json::from_slice(kv.value())
-                    .map_err(|err| StoreError::InvalidObject(err.to_string()))?;
+                let value = decode_value(kv.value())?;
                 entries.push((key.to_owned(), value));
             }
             Ok(entries)
@@ -635,7 +687,19 @@ fn watch_event(event: &etcd_client::Event) -> Option<StoreResult<WatchEvent>> {
 
 #[cfg(test)]
 mod tests {
-    use super::stored_without_group;
+    use super::{StorageResource, key_resource, stored_without_group};
+
+    #[test]
+    fn resources_upstream_keys_by_another_name() {
+        let key =
+            |group: &str, resource: &str| key_resource(&StorageResource::new(group, resource)).to_owned();
+        assert_eq!(key("", "services"), "services/specs");
+        assert_eq!(key("", "endpoints"), "services/endpoints");
+        assert_eq!(key("", "nodes"), "minions");
+        assert_eq!(key("networking.k8s.io", "ingresses"), "ingress");
+        assert_eq!(key("", "pods"), "pods");
+        assert_eq!(key("apps", "deployments"), "deployments");
+    }
 
     #[test]
     fn key_layout_follows_upstream_storage_factory() {

@@ -68,6 +68,32 @@ impl fmt::Display for GroupResource {
     }
 }
 
+/// How a store writes objects: kube-apiserver's `--storage-media-type`. Only the etcd store encodes;
+/// whatever it is set to, values in either encoding are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StorageMediaType {
+    /// `application/json`.
+    Json,
+    /// `application/vnd.kubernetes.protobuf` (upstream's default): built-in kinds in protobuf, custom
+    /// resources in JSON.
+    #[default]
+    Protobuf,
+}
+
+impl std::str::FromStr for StorageMediaType {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "application/json" => Ok(Self::Json),
+            "application/vnd.kubernetes.protobuf" => Ok(Self::Protobuf),
+            other => Err(format!(
+                "{other:?} is not a supported media type (application/json, application/vnd.kubernetes.protobuf)"
+            )),
+        }
+    }
+}
+
 /// A stored API object: always a JSON object with `metadata`.
 pub type Object = Value;
 
