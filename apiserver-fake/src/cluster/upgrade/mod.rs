@@ -1,11 +1,17 @@
 //! `apiserver-fake upgrade`: the rolling-upgrade simulator. It rolls a cluster of fakes from one
-//! Kubernetes minor to the next, one server at a time, under a client load spread by a round-robin
-//! load balancer, and reports what the clients suffered, once with the Mixed Version Proxy and once
+//! Kubernetes minor to the next, one server at a time, under a client load sent through the
+//! cluster's load balancer (the embedded one: TCP, round robin per connection, `/readyz` health
+//! checks), and reports what the clients suffered, once with the Mixed Version Proxy and once
 //! without (same seed, same schedule).
 //!
 //! The schedule: start every server at `--from`, wait until ready, dwell; then for each server in
-//! turn take it out of the load balancer, stop it (or kill it with `--crash`), start it at `--to`,
-//! wait until ready, put it back, dwell; a final dwell with every server at `--to`.
+//! turn take it out of the load balancer (maintenance), stop it, or kill it with `--crash` (left in
+//! the balancer, whose health checks notice), start it at `--to`, wait until ready, put it back,
+//! dwell; a final dwell with every server at `--to`.
+//!
+//! As a CI gate the command fails (after writing its report) when a run with the proxy on shows a
+//! false 404, a lost write or a missed watch event. Its progress is a line redrawn on a terminal, and
+//! plain lines (one per phase) otherwise.
 //!
 //! What is counted (see [`report::RunReport`]): false 404s (a 404 from the router for a resource that
 //! a server up throughout the request served), 503s and other errors, acknowledged writes not visible
@@ -18,6 +24,8 @@ pub mod report;
 pub mod timeline;
 
 use std::collections::HashMap;
+use std::io::IsTerminal as _;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,10 +34,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use self::ledger::{Ledger, Recorded, ServedByVersion};
-use self::load::{Balancer, Load};
+use self::load::Load;
 pub use self::plan::{Plan, UpgradeArgs};
 use self::report::{Phase, Report, RunRecord, RunReport};
 use crate::cluster::launch_cluster;
+use crate::cluster::load_balancer::embedded::EmbeddedBalancer;
+use crate::cluster::load_balancer::{HealthCheck, LB_IP};
 use crate::server::config::PeerResolutionModeFlag;
 
 /// How long watches get, after the writers stop, to deliver the events of the last writes.
@@ -51,11 +61,17 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     let plan = Plan::new(args)?;
     let out = plan.args.out.clone();
     std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
-    let progress = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    // A redrawn line on a terminal; plain lines in a CI log (an indicatif bar draws nothing there).
+    let plain = !std::io::stderr().is_terminal();
+    let progress = if plain {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
+    };
     progress.enable_steady_tick(Duration::from_millis(200));
     let mut outcomes = Vec::new();
     for &mvp in &plan.runs {
-        outcomes.push(run_once(&plan, mvp, &progress).await?);
+        outcomes.push(run_once(&plan, mvp, &progress, plain).await?);
     }
     progress.finish_and_clear();
 
@@ -114,6 +130,28 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
         .context("failed to draw timeline.svg")?;
     println!("{markdown}");
     println!("files: {} (report.json, report.md, timeline.svg)", out.display());
+    gate(&report.runs)
+}
+
+/// The CI gate: an error naming what a run with the proxy on got wrong, if anything.
+fn gate(runs: &[RunReport]) -> anyhow::Result<()> {
+    let mut harms = Vec::new();
+    for run in runs.iter().filter(|r| r.mvp) {
+        for (count, what) in [
+            (run.false_404, "false 404s"),
+            (run.lost_writes, "lost writes"),
+            (run.missed_watch_events, "missed watch events"),
+        ] {
+            if count > 0 {
+                harms.push(format!("{count} {what}"));
+            }
+        }
+    }
+    anyhow::ensure!(
+        harms.is_empty(),
+        "with the Mixed Version Proxy on, clients saw {}",
+        harms.join(", ")
+    );
     Ok(())
 }
 
@@ -122,6 +160,9 @@ struct Progress<'a> {
     bar: &'a indicatif::ProgressBar,
     label: String,
     phase: Arc<Mutex<String>>,
+    /// Not a terminal: a plain line per phase, with the counts so far.
+    plain: bool,
+    ledger: Arc<Ledger>,
 }
 
 impl Progress<'_> {
@@ -130,45 +171,82 @@ impl Progress<'_> {
             .phase
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = phase.to_owned();
-        self.bar.set_message(format!("{}: {phase}", self.label));
+        if self.plain {
+            eprintln!("{}: {phase} · {}", self.label, counts(&self.ledger));
+        } else {
+            self.bar.set_message(format!("{}: {phase}", self.label));
+        }
     }
 }
 
-async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyhow::Result<RunOutcome> {
+/// `N requests · N 404s · N 503s` so far.
+fn counts(ledger: &Ledger) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "{} requests · {} 404s · {} 503s",
+        ledger.count.load(Relaxed),
+        ledger.not_found.load(Relaxed),
+        ledger.unavailable.load(Relaxed),
+    )
+}
+
+async fn run_once(
+    plan: &Plan,
+    mvp: bool,
+    bar: &indicatif::ProgressBar,
+    plain: bool,
+) -> anyhow::Result<RunOutcome> {
     let n = plan.args.servers;
     let members: Vec<_> = (0..n).map(|i| plan.member(i, plan.from, mvp)).collect();
     let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     let mut served = ServedByVersion::default();
     served.insert(plan.from, &plan.served(plan.from, mvp)?);
     served.insert(plan.to, &plan.served(plan.to, mvp)?);
+    let ledger = Arc::new(Ledger::default());
     let progress = Progress {
         bar,
         label: format!("MVP {}", if mvp { "on" } else { "off" }),
         phase: Arc::default(),
+        plain,
+        ledger: ledger.clone(),
     };
     progress.enter("starting");
     let mut cluster = launch_cluster(None, members, 0).await?;
     cluster
         .wait_until_peers_know_each_other(Duration::from_secs(10))
         .await?;
+    // Checked often enough to notice a crashed server within `--health-check-seconds`: two failed
+    // checks, half that apart.
+    let interval = (plan.health_check / 2).max(Duration::from_millis(10));
+    let check = HealthCheck {
+        interval,
+        timeout: interval.min(Duration::from_secs(1)),
+        fall: 2,
+        rise: 1,
+    };
+    let backends: Vec<(String, SocketAddr)> = cluster
+        .servers
+        .iter()
+        .map(|(member, server)| (member.name.clone(), server.local_addr()))
+        .collect();
+    let balancer = Arc::new(
+        EmbeddedBalancer::start(SocketAddr::new(LB_IP, 0), backends, check)
+            .await
+            .context("failed to start the load balancer")?,
+    );
 
     let clock = Instant::now();
     let since = move || clock.elapsed().as_secs_f64();
-    let ledger = Arc::new(Ledger::default());
-    let balancer = Arc::new(Balancer::new(
-        cluster.servers.iter().map(|(_, s)| s.url()).collect(),
-    ));
-    for (i, (_, server)) in cluster.servers.iter().enumerate() {
-        balancer.set(i, &server.url(), true);
+    for i in 0..cluster.servers.len() {
         ledger.up(i, plan.from, 0.0);
     }
     let load = Arc::new(Load::new(
-        cluster.admin_client()?,
+        cluster.pki(),
         balancer.clone(),
         ledger.clone(),
         clock,
         plan.targets.clone(),
-    ));
+    )?);
     let (writes_stop, watches_stop) = (CancellationToken::new(), CancellationToken::new());
     let mut clients = JoinSet::new();
     let mut watchers = JoinSet::new();
@@ -179,7 +257,7 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
     for target in &plan.targets {
         watchers.spawn(load.clone().run_watcher(target.clone(), watches_stop.clone()));
     }
-    {
+    if !plain {
         let (bar, ledger, label, phase) = (
             bar.clone(),
             ledger.clone(),
@@ -194,12 +272,7 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clone();
-                bar.set_message(format!(
-                    "{label}: {phase} · {} requests · {} 404s · {} 503s",
-                    ledger.count.load(std::sync::atomic::Ordering::Relaxed),
-                    ledger.not_found.load(std::sync::atomic::Ordering::Relaxed),
-                    ledger.unavailable.load(std::sync::atomic::Ordering::Relaxed),
-                ));
+                bar.set_message(format!("{label}: {phase} · {}", counts(&ledger)));
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
@@ -219,15 +292,13 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
         progress.enter(&name_of_phase);
         let start = since();
         let port = if plan.args.crash {
-            // A crash: clients keep being sent to it until the load balancer's health check notices.
+            // A crash: the balancer keeps it until its health checks fail (new connections to it are
+            // refused meanwhile and go to the next server, as HAProxy's `option redispatch`).
             ledger.down(index, since());
-            let port = cluster.stop_member(index, true).await?;
-            tokio::time::sleep(plan.health_check).await;
-            balancer.set(index, "", false);
-            port
+            cluster.stop_member(index, true).await?
         } else {
             // An orchestrated stop: out of the load balancer first, in-flight requests finish.
-            balancer.set(index, "", false);
+            balancer.set_enabled(index, false);
             ledger.down(index, since());
             tokio::time::sleep(plan.drain).await;
             cluster.stop_member(index, false).await?
@@ -243,7 +314,10 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
                 .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
         }
         ledger.up(index, plan.to, since());
-        balancer.set(index, &cluster.servers[index].1.url(), true);
+        // Back in the balancer, at once (the orchestrator has seen its `/readyz` pass).
+        balancer.set_backend(index, cluster.servers[index].1.local_addr());
+        balancer.set_up(index, true);
+        balancer.set_enabled(index, true);
         tokio::time::sleep(plan.dwell).await;
         phases.push(Phase {
             name: name_of_phase,
