@@ -34,6 +34,15 @@ fn a_small_upgrade_shows_false_404s_only_without_the_proxy() {
         dir,
     ]);
     assert!(ok, "upgrade failed: {stderr}");
+    // Not a terminal: a plain progress line per phase, none redrawn.
+    for line in [
+        "MVP on: starting · ",
+        "MVP on: upgrade a · ",
+        "MVP off: final at 1.36 · ",
+    ] {
+        assert!(stderr.contains(line), "{line:?} in {stderr}");
+    }
+    assert!(!stderr.contains('\r'), "{stderr}");
     assert!(
         stdout.contains("| **false 404s** |"),
         "prints the table: {stdout}"

@@ -382,3 +382,39 @@ async fn run_once(
         served,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(mvp: bool, false_404: usize, lost_writes: usize, missed_watch_events: usize) -> RunReport {
+        let mut report = RunReport::judge(&RunRecord {
+            mvp,
+            mode: "discovery",
+            requests: &[],
+            writes: &[],
+            events: &Default::default(),
+            up: &[],
+            unwatched: &HashMap::new(),
+            served: &ServedByVersion::default(),
+            phases: &[],
+            final_state: &HashMap::new(),
+            names: &[],
+        });
+        report.false_404 = false_404;
+        report.lost_writes = lost_writes;
+        report.missed_watch_events = missed_watch_events;
+        report
+    }
+
+    #[test]
+    fn the_gate_fails_on_harm_seen_with_the_proxy_on_only() {
+        assert!(gate(&[run(true, 0, 0, 0), run(false, 552, 0, 3)]).is_ok());
+        let err = gate(&[run(true, 2, 1, 0), run(false, 552, 0, 0)]).expect_err("harm");
+        assert_eq!(
+            err.to_string(),
+            "with the Mixed Version Proxy on, clients saw 2 false 404s, 1 lost writes"
+        );
+        assert!(gate(&[run(true, 0, 0, 4)]).is_err());
+    }
+}
