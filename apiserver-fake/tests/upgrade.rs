@@ -160,6 +160,10 @@ fn bad_flags_get_one_line_errors() {
             vec!["--from=1.35", "--to=1.36", "--dwell-seconds=-1"],
             "error: --dwell-seconds must be a non-negative number of seconds",
         ),
+        (
+            vec!["--from=1.35", "--to=1.36", "--run=processes"],
+            "error: --run processes: separate processes share their objects through etcd; add --store etcd",
+        ),
     ] {
         let (ok, _, stderr) = upgrade(&args);
         assert!(!ok, "{args:?} should fail");
@@ -171,4 +175,56 @@ fn bad_flags_get_one_line_errors() {
         stderr.starts_with("error: --from: ") && stderr.lines().count() == 1,
         "{stderr}"
     );
+}
+
+/// `upgrade --store etcd --run processes`: every server its own process on a private etcd, stopped
+/// with SIGTERM and started again at 1.36 as a new process. The same expectations as in-process: with
+/// the proxy no false 404, no lost write, no missed watch event (the command's own gate); without it
+/// the false 404s. Needs the `etcd` feature and etcd on PATH (skipped otherwise, failing when
+/// `KUBE_MVP_REQUIRE_ETCD=1`).
+#[test]
+fn an_upgrade_of_processes_on_etcd_shows_false_404s_only_without_the_proxy() {
+    const REQUIRE_ETCD: &str = "KUBE_MVP_REQUIRE_ETCD";
+    let skip = |why: &str| {
+        assert!(
+            std::env::var(REQUIRE_ETCD).as_deref() != Ok("1"),
+            "{REQUIRE_ETCD}=1 but this test cannot run: {why}"
+        );
+        eprintln!("skipped: {why} (set {REQUIRE_ETCD}=1 to make this a failure)");
+    };
+    if !cfg!(feature = "etcd") {
+        return skip("apiserver-fake was built without the `etcd` feature");
+    }
+    if !apiserver_fake::cluster::etcd_process::etcd_installed() {
+        return skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().to_str().expect("utf-8 path");
+    let (ok, stdout, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--servers=2",
+        "--store=etcd",
+        "--run=processes",
+        "--dwell-seconds=1",
+        "--final-dwell-seconds=1",
+        "--out",
+        dir,
+    ]);
+    assert!(
+        ok,
+        "upgrade failed (the gate: harm with the proxy on?): {stderr}\n{stdout}"
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).expect("report.json"))
+            .expect("report.json is JSON");
+    let runs = report["runs"].as_array().expect("runs");
+    let (on, off) = (&runs[0], &runs[1]);
+    for run in [on, off] {
+        assert!(run["acknowledged_writes"].as_u64() > Some(10), "{run}");
+        assert_eq!(run["lost_writes"], 0, "{run}");
+    }
+    assert_eq!(on["false_404"], 0, "{on}");
+    assert_eq!(on["missed_watch_events"], 0, "{on}");
+    assert!(off["false_404"].as_u64() > Some(0), "{off}");
 }

@@ -17,6 +17,7 @@
 //! a server up throughout the request served), 503s and other errors, acknowledged writes not visible
 //! at the end, acknowledged writes no watch delivered, and latency of proxied and local requests.
 
+pub mod fleet;
 pub mod ledger;
 pub mod load;
 pub mod plan;
@@ -33,13 +34,15 @@ use anyhow::Context;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use self::fleet::Fleet;
 use self::ledger::{Ledger, Recorded, ServedByVersion};
 use self::load::Load;
 pub use self::plan::{Plan, UpgradeArgs};
+use self::plan::{UpgradeRun, UpgradeStore};
 use self::report::{Phase, Report, RunRecord, RunReport};
-use crate::cluster::launch_cluster;
 use crate::cluster::load_balancer::embedded::EmbeddedBalancer;
 use crate::cluster::load_balancer::{HealthCheck, LB_IP};
+use crate::cluster::process::EtcdBackend;
 use crate::server::config::PeerResolutionModeFlag;
 
 /// How long watches get, after the writers stop, to deliver the events of the last writes.
@@ -211,10 +214,23 @@ async fn run_once(
         ledger: ledger.clone(),
     };
     progress.enter("starting");
-    let mut cluster = launch_cluster(None, members, 0).await?;
-    cluster
-        .wait_until_peers_know_each_other(Duration::from_secs(10))
-        .await?;
+    let mut cluster = match (plan.args.run, plan.args.store) {
+        (UpgradeRun::Processes, UpgradeStore::Etcd) => {
+            let backend = if plan.args.etcd_servers.is_empty() {
+                EtcdBackend::Private
+            } else {
+                EtcdBackend::Existing(plan.args.etcd_servers.clone())
+            };
+            // A run of its own on a shared etcd: under a prefix no other run uses.
+            let prefix = format!(
+                "/upgrade-{}-mvp-{}",
+                std::process::id(),
+                if mvp { "on" } else { "off" }
+            );
+            Fleet::processes(members, backend, &prefix).await?
+        }
+        _ => Fleet::in_process(members).await?,
+    };
     // Checked often enough to notice a crashed server within `--health-check-seconds`: two failed
     // checks, half that apart.
     let interval = (plan.health_check / 2).max(Duration::from_millis(10));
@@ -224,11 +240,8 @@ async fn run_once(
         fall: 2,
         rise: 1,
     };
-    let backends: Vec<(String, SocketAddr)> = cluster
-        .servers
-        .iter()
-        .map(|(member, server)| (member.name.clone(), server.local_addr()))
-        .collect();
+    let backends: Vec<(String, SocketAddr)> = cluster.backends()?;
+    let servers = backends.len();
     let balancer = Arc::new(
         EmbeddedBalancer::start(SocketAddr::new(LB_IP, 0), backends, check)
             .await
@@ -237,7 +250,7 @@ async fn run_once(
 
     let clock = Instant::now();
     let since = move || clock.elapsed().as_secs_f64();
-    for i in 0..cluster.servers.len() {
+    for i in 0..servers {
         ledger.up(i, plan.from, 0.0);
     }
     let load = Arc::new(Load::new(
@@ -295,27 +308,22 @@ async fn run_once(
             // A crash: the balancer keeps it until its health checks fail (new connections to it are
             // refused meanwhile and go to the next server, as HAProxy's `option redispatch`).
             ledger.down(index, since());
-            cluster.stop_member(index, true).await?
+            cluster.stop(index, name, true).await?
         } else {
             // An orchestrated stop: out of the load balancer first, in-flight requests finish.
             balancer.set_enabled(index, false);
             ledger.down(index, since());
             tokio::time::sleep(plan.drain).await;
-            cluster.stop_member(index, false).await?
+            cluster.stop(index, name, false).await?
         };
         let member = plan.member(index, plan.to, mvp);
-        if let Err(err) = cluster.put_member(index, member.clone(), port).await {
-            // Its old port (from the ephemeral range) may have been taken by an outgoing connection
-            // meanwhile: it comes back on a new one, and the load balancer learns it.
-            tracing::info!(error = %err, "server {name} cannot come back on port {port}; trying a new one");
-            cluster
-                .put_member(index, member, 0)
-                .await
-                .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
-        }
+        let addr = cluster
+            .start_again(index, member, port)
+            .await
+            .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
         ledger.up(index, plan.to, since());
         // Back in the balancer, at once (the orchestrator has seen its `/readyz` pass).
-        balancer.set_backend(index, cluster.servers[index].1.local_addr());
+        balancer.set_backend(index, addr);
         balancer.set_up(index, true);
         balancer.set_enabled(index, true);
         tokio::time::sleep(plan.dwell).await;

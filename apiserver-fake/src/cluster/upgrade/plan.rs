@@ -21,6 +21,24 @@ pub enum MvpRuns {
     Both,
 }
 
+/// Where the servers of an upgrade run keep their objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpgradeStore {
+    /// One in-memory store shared by in-process servers.
+    Memory,
+    /// etcd: a private one per run (the `etcd` binary on PATH), or `--etcd-servers`.
+    Etcd,
+}
+
+/// How the servers of an upgrade run run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpgradeRun {
+    /// In the `upgrade` process.
+    InProcess,
+    /// Each its own OS process of this binary (needs `--store etcd`).
+    Processes,
+}
+
 /// `apiserver-fake upgrade` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UpgradeArgs {
@@ -43,6 +61,19 @@ pub struct UpgradeArgs {
     /// gracefully; the load balancer notices only after its health-check interval.
     #[arg(long)]
     pub crash: bool,
+    /// Where the servers keep their objects: `memory` (in-process servers only) or `etcd` (needs a
+    /// binary built with the etcd feature).
+    #[arg(long, value_enum, default_value_t = UpgradeStore::Memory)]
+    pub store: UpgradeStore,
+    /// How the servers run: `in-process`, or `processes` (each its own OS process, stopped with
+    /// SIGTERM or, with `--crash`, SIGKILL, and started again at `--to` as a new process; needs
+    /// `--store etcd`).
+    #[arg(long, value_enum, default_value_t = UpgradeRun::InProcess)]
+    pub run: UpgradeRun,
+    /// With `--store etcd`: this existing etcd (comma-separated client URLs) instead of a private one
+    /// per run; each run uses a key prefix of its own.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
     /// Seed of every client's choices (what to request, in which order).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -109,6 +140,9 @@ pub enum PlanError {
     /// `--writers 0`.
     #[error("--writers must be at least 1")]
     Writers,
+    /// `--store` and `--run` that do not go together, or a store this binary lacks.
+    #[error("{0}")]
+    Runtime(&'static str),
     /// The servers' own flags were refused (the message is the server's).
     #[error("{0}")]
     ServerFlags(String),
@@ -212,6 +246,27 @@ impl Plan {
         }
         if args.writers == 0 {
             return Err(PlanError::Writers);
+        }
+        match (args.run, args.store) {
+            (UpgradeRun::Processes, UpgradeStore::Memory) => {
+                return Err(PlanError::Runtime(
+                    "--run processes: separate processes share their objects through etcd; add --store etcd",
+                ));
+            }
+            (UpgradeRun::InProcess, UpgradeStore::Etcd) => {
+                return Err(PlanError::Runtime(
+                    "--store etcd: in-process servers share one in-memory store; add --run processes",
+                ));
+            }
+            (_, UpgradeStore::Etcd) if !cfg!(feature = "etcd") => {
+                return Err(PlanError::Runtime(
+                    "--store etcd needs a binary built with the etcd feature (cargo build --features etcd)",
+                ));
+            }
+            _ => {}
+        }
+        if !args.etcd_servers.is_empty() && args.store != UpgradeStore::Etcd {
+            return Err(PlanError::Runtime("--etcd-servers needs --store etcd"));
         }
         let runs = match args.mvp {
             MvpRuns::On => vec![true],
