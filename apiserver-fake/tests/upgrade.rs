@@ -228,3 +228,58 @@ fn an_upgrade_of_processes_on_etcd_shows_false_404s_only_without_the_proxy() {
     assert_eq!(on["missed_watch_events"], 0, "{on}");
     assert!(off["false_404"].as_u64() > Some(0), "{off}");
 }
+
+/// `--exec` runs the user's program once per run with `KUBECONFIG` set to the load balancer's
+/// kubeconfig: here a small kubectl script, whose output lands in `OUT/exec-mvp-on.log` (`-off`) and
+/// whose exit status is in the report.
+#[test]
+fn exec_runs_the_users_program_through_the_load_balancer_in_each_run() {
+    let kubectl = Command::new("kubectl").args(["version", "--client"]).output();
+    if !kubectl.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: this test needs kubectl on PATH");
+        return;
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().to_str().expect("utf-8 path");
+    let script = "for i in 1 2 3; do kubectl get namespaces -o name || exit 7; done";
+    let (ok, stdout, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--servers=2",
+        "--dwell-seconds=1",
+        "--final-dwell-seconds=1",
+        "--exec",
+        script,
+        "--out",
+        dir,
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("| `--exec` program | exit status: 0 | exit status: 0 |"),
+        "{stdout}"
+    );
+    for run in ["on", "off"] {
+        let log = std::fs::read_to_string(out.path().join(format!("exec-mvp-{run}.log"))).expect("log");
+        assert_eq!(log.matches("namespace/default").count(), 3, "{log}");
+    }
+}
+
+#[test]
+fn exec_of_a_missing_program_is_a_one_line_error_before_anything_starts() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().join("report");
+    let (ok, _, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--exec",
+        "no-such-program-kube-mvp --flag",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(!ok);
+    assert_eq!(
+        stderr,
+        "error: --exec: no-such-program-kube-mvp: command not found"
+    );
+    assert!(!dir.exists(), "nothing started, nothing written");
+}

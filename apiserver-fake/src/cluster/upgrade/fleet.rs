@@ -42,6 +42,14 @@ impl Fleet {
         Ok(Self::Processes(Box::new(cluster)))
     }
 
+    /// Where the cluster's files are.
+    pub fn dir(&self) -> &std::path::Path {
+        match self {
+            Self::InProcess(c) => &c.dir,
+            Self::Processes(c) => c.dir(),
+        }
+    }
+
     /// The cluster's PKI.
     pub fn pki(&self) -> &certs::Pki {
         match self {

@@ -57,6 +57,7 @@ struct RunOutcome {
     names: Vec<String>,
     length: f64,
     served: ServedByVersion,
+    exec_status: Option<String>,
 }
 
 /// The `upgrade` subcommand: both runs, then `report.json`, `report.md` and `timeline.svg` in `--out`.
@@ -85,7 +86,7 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     let runs: Vec<RunReport> = outcomes
         .iter()
         .map(|o| {
-            RunReport::judge(&RunRecord {
+            let mut report = RunReport::judge(&RunRecord {
                 mvp: o.mvp,
                 mode,
                 requests: &o.recorded.requests,
@@ -97,7 +98,9 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
                 phases: &o.phases,
                 final_state: &o.final_state,
                 names: &o.names,
-            })
+            });
+            report.exec_status = o.exec_status.clone();
+            report
         })
         .collect();
     let report = Report {
@@ -248,6 +251,18 @@ async fn run_once(
             .context("failed to start the load balancer")?,
     );
 
+    let mut exec = match &plan.args.exec {
+        Some(command) => Some(start_exec(
+            plan,
+            mvp,
+            command,
+            cluster.dir(),
+            cluster.pki(),
+            &balancer,
+        )?),
+        None => None,
+    };
+
     let clock = Instant::now();
     let since = move || clock.elapsed().as_secs_f64();
     for i in 0..servers {
@@ -343,6 +358,10 @@ async fn run_once(
         end: since(),
     });
     let length = since();
+    let exec_status = match exec.as_mut() {
+        Some(child) => Some(finish_exec(child).await),
+        None => None,
+    };
 
     // Writers stop first; watches get up to WATCH_SETTLE to deliver the last events (a loaded machine
     // can be slow), then everything is judged.
@@ -388,7 +407,54 @@ async fn run_once(
         names,
         length,
         served,
+        exec_status,
     })
+}
+
+/// Starts `--exec`'s command under `sh -c` with `KUBECONFIG` set to a kubeconfig of the balancer
+/// (written to `DIR/cluster.kubeconfig`), its output in `OUT/exec-mvp-on.log` (or `-off`).
+fn start_exec(
+    plan: &Plan,
+    mvp: bool,
+    command: &str,
+    dir: &std::path::Path,
+    pki: &certs::Pki,
+    balancer: &EmbeddedBalancer,
+) -> anyhow::Result<tokio::process::Child> {
+    let kubeconfig = dir.join("cluster.kubeconfig");
+    pki.write_kubeconfig(
+        &kubeconfig,
+        &format!("https://{}", balancer.local_addr()),
+        "cluster",
+    )
+    .context("failed to write the load balancer's kubeconfig")?;
+    let log_path = plan
+        .args
+        .out
+        .join(format!("exec-mvp-{}.log", if mvp { "on" } else { "off" }));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("failed to create {}", log_path.display()))?;
+    tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("KUBECONFIG", &kubeconfig)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("failed to start --exec {command:?}"))
+}
+
+/// How the `--exec` program ended; killed (SIGKILL) if it is still running when the run ends.
+async fn finish_exec(child: &mut tokio::process::Child) -> String {
+    match child.try_wait() {
+        Ok(Some(status)) => status.to_string(),
+        _ => {
+            let _ = child.kill().await;
+            "killed at the end of the run".to_owned()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,12 @@ pub struct UpgradeArgs {
     /// per run; each run uses a key prefix of its own.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// The user's own program (`'CMD ARGS'`, run by `sh -c`), run once per run for the whole rollout
+    /// with `KUBECONFIG` set to the load balancer's kubeconfig; its output goes to
+    /// `OUT/exec-mvp-on.log` (`-off`), its exit status into the report (killed if still running when
+    /// the run ends).
+    #[arg(long)]
+    pub exec: Option<String>,
     /// Seed of every client's choices (what to request, in which order).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -140,6 +146,9 @@ pub enum PlanError {
     /// `--writers 0`.
     #[error("--writers must be at least 1")]
     Writers,
+    /// `--exec` names a program that is not there.
+    #[error("--exec: {0}: command not found")]
+    ExecNotFound(String),
     /// `--store` and `--run` that do not go together, or a store this binary lacks.
     #[error("{0}")]
     Runtime(&'static str),
@@ -265,6 +274,12 @@ impl Plan {
             }
             _ => {}
         }
+        if let Some(command) = &args.exec {
+            let program = command.split_whitespace().next().unwrap_or_default();
+            if !program_exists(program) {
+                return Err(PlanError::ExecNotFound(program.to_owned()));
+            }
+        }
         if !args.etcd_servers.is_empty() && args.store != UpgradeStore::Etcd {
             return Err(PlanError::Runtime("--etcd-servers needs --store etcd"));
         }
@@ -385,6 +400,18 @@ impl Plan {
         )
         .map_err(|e| PlanError::ServerFlags(e.to_string()))
     }
+}
+
+/// Whether `sh` finds `program` (a file, a builtin or a reserved word such as `for`), as `command -v`
+/// answers.
+fn program_exists(program: &str) -> bool {
+    !program.is_empty()
+        && std::process::Command::new("sh")
+            .args(["-c", "command -v \"$1\"", "sh", program])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 /// `a`, `b`, … `z`, then `s26`, `s27`, …
