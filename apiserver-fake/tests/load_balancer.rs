@@ -331,3 +331,57 @@ fn a_bad_config_file_is_one_line_and_a_non_zero_exit() {
     );
     assert!(!dir.path().join("cluster.json").exists());
 }
+
+/// `cluster --config etcd-processes.yaml` (every server its own process on a private etcd, HAProxy in
+/// front; the embedded balancer when haproxy is missing) as a user runs it: the balancer's kubeconfig
+/// works, and once server `c` is stalled (SIGSTOP: its `/readyz` stops answering) requests through the
+/// balancer keep succeeding, answered by `a` and `b`. Needs the `etcd` feature and etcd on PATH.
+#[cfg(feature = "etcd")]
+#[test]
+fn a_process_cluster_from_a_config_file_skips_a_stalled_server() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    if !apiserver_fake::cluster::etcd_process::etcd_installed() {
+        support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+        return;
+    }
+    if !kubectl_available() {
+        return;
+    }
+    let lb = if haproxy_available() {
+        "haproxy"
+    } else {
+        "embedded"
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = example("etcd-processes.yaml");
+    let mut demo = Demo::start(dir.path(), &["--config", config.as_str(), "--lb", lb]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    assert_eq!(manifest["lb"]["kind"], lb, "{manifest}");
+    let kubeconfig = dir.path().join("cluster.kubeconfig");
+    // `a` has no batch/v1: whichever server a connection lands on, the Job is served (by proxy).
+    let (ok, out, err) = kubectl(&kubeconfig, &["create", "job", "hello", "--image=busybox"]);
+    assert!(ok, "{out}{err}");
+    let c = support::demo::server(&manifest, "c");
+    let pid = Pid::from_raw(
+        c["pid"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .expect("pid"),
+    );
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+    // Eventually (once the balancer's checks fail) six requests in a row succeed, each in time
+    // (ConfigMaps: served by every server itself, so only the balancer decides who answers).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut streak = 0;
+    while streak < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "requests kept reaching the stalled server"
+        );
+        let (ok, _, _) = kubectl(&kubeconfig, &["get", "configmaps", "--request-timeout=3s"]);
+        streak = if ok { streak + 1 } else { 0 };
+    }
+    kill(pid, Signal::SIGCONT).expect("SIGCONT");
+    drop(demo);
+}
