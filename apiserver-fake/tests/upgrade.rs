@@ -34,6 +34,15 @@ fn a_small_upgrade_shows_false_404s_only_without_the_proxy() {
         dir,
     ]);
     assert!(ok, "upgrade failed: {stderr}");
+    // Not a terminal: a plain progress line per phase, none redrawn.
+    for line in [
+        "MVP on: starting · ",
+        "MVP on: upgrade a · ",
+        "MVP off: final at 1.36 · ",
+    ] {
+        assert!(stderr.contains(line), "{line:?} in {stderr}");
+    }
+    assert!(!stderr.contains('\r'), "{stderr}");
     assert!(
         stdout.contains("| **false 404s** |"),
         "prints the table: {stdout}"
@@ -151,6 +160,10 @@ fn bad_flags_get_one_line_errors() {
             vec!["--from=1.35", "--to=1.36", "--dwell-seconds=-1"],
             "error: --dwell-seconds must be a non-negative number of seconds",
         ),
+        (
+            vec!["--from=1.35", "--to=1.36", "--run=processes"],
+            "error: --run processes: separate processes share their objects through etcd; add --store etcd",
+        ),
     ] {
         let (ok, _, stderr) = upgrade(&args);
         assert!(!ok, "{args:?} should fail");
@@ -162,4 +175,111 @@ fn bad_flags_get_one_line_errors() {
         stderr.starts_with("error: --from: ") && stderr.lines().count() == 1,
         "{stderr}"
     );
+}
+
+/// `upgrade --store etcd --run processes`: every server its own process on a private etcd, stopped
+/// with SIGTERM and started again at 1.36 as a new process. The same expectations as in-process: with
+/// the proxy no false 404, no lost write, no missed watch event (the command's own gate); without it
+/// the false 404s. Needs the `etcd` feature and etcd on PATH (skipped otherwise, failing when
+/// `KUBE_MVP_REQUIRE_ETCD=1`).
+#[test]
+fn an_upgrade_of_processes_on_etcd_shows_false_404s_only_without_the_proxy() {
+    const REQUIRE_ETCD: &str = "KUBE_MVP_REQUIRE_ETCD";
+    let skip = |why: &str| {
+        assert!(
+            std::env::var(REQUIRE_ETCD).as_deref() != Ok("1"),
+            "{REQUIRE_ETCD}=1 but this test cannot run: {why}"
+        );
+        eprintln!("skipped: {why} (set {REQUIRE_ETCD}=1 to make this a failure)");
+    };
+    if !cfg!(feature = "etcd") {
+        return skip("apiserver-fake was built without the `etcd` feature");
+    }
+    if !apiserver_fake::cluster::etcd_process::etcd_installed() {
+        return skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().to_str().expect("utf-8 path");
+    let (ok, stdout, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--servers=2",
+        "--store=etcd",
+        "--run=processes",
+        "--dwell-seconds=1",
+        "--final-dwell-seconds=1",
+        "--out",
+        dir,
+    ]);
+    assert!(
+        ok,
+        "upgrade failed (the gate: harm with the proxy on?): {stderr}\n{stdout}"
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).expect("report.json"))
+            .expect("report.json is JSON");
+    let runs = report["runs"].as_array().expect("runs");
+    let (on, off) = (&runs[0], &runs[1]);
+    for run in [on, off] {
+        assert!(run["acknowledged_writes"].as_u64() > Some(10), "{run}");
+        assert_eq!(run["lost_writes"], 0, "{run}");
+    }
+    assert_eq!(on["false_404"], 0, "{on}");
+    assert_eq!(on["missed_watch_events"], 0, "{on}");
+    assert!(off["false_404"].as_u64() > Some(0), "{off}");
+}
+
+/// `--exec` runs the user's program once per run with `KUBECONFIG` set to the load balancer's
+/// kubeconfig: here a small kubectl script, whose output lands in `OUT/exec-mvp-on.log` (`-off`) and
+/// whose exit status is in the report.
+#[test]
+fn exec_runs_the_users_program_through_the_load_balancer_in_each_run() {
+    let kubectl = Command::new("kubectl").args(["version", "--client"]).output();
+    if !kubectl.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: this test needs kubectl on PATH");
+        return;
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().to_str().expect("utf-8 path");
+    let script = "for i in 1 2 3; do kubectl get namespaces -o name || exit 7; done";
+    let (ok, stdout, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--servers=2",
+        "--dwell-seconds=1",
+        "--final-dwell-seconds=1",
+        "--exec",
+        script,
+        "--out",
+        dir,
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("| `--exec` program | exit status: 0 | exit status: 0 |"),
+        "{stdout}"
+    );
+    for run in ["on", "off"] {
+        let log = std::fs::read_to_string(out.path().join(format!("exec-mvp-{run}.log"))).expect("log");
+        assert_eq!(log.matches("namespace/default").count(), 3, "{log}");
+    }
+}
+
+#[test]
+fn exec_of_a_missing_program_is_a_one_line_error_before_anything_starts() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().join("report");
+    let (ok, _, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--exec",
+        "no-such-program-kube-mvp --flag",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(!ok);
+    assert_eq!(
+        stderr,
+        "error: --exec: no-such-program-kube-mvp: command not found"
+    );
+    assert!(!dir.exists(), "nothing started, nothing written");
 }

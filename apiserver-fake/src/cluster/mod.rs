@@ -1,16 +1,20 @@
 //! The demo: several fakes in one process on distinct loopback addresses, sharing one store, like the
 //! apiservers of an HA control plane share etcd.
 //!
-//! `apiserver-fake cluster --dir DIR [--preset NAME]` writes the PKI (kubeadm's file names), one kubeconfig
-//! per server (`DIR/NAME.kubeconfig`), a static bearer token (`DIR/token`, for HTTP load tools) and
-//! `DIR/cluster.json`, prints a table and runs until SIGINT/SIGTERM.
+//! `apiserver-fake cluster --dir DIR [--preset NAME | --config FILE]` writes the PKI (kubeadm's file
+//! names), one kubeconfig per server (`DIR/NAME.kubeconfig`), the load balancer's
+//! (`DIR/cluster.kubeconfig`, see [`load_balancer`]), a static bearer token (`DIR/token`, for HTTP
+//! load tools) and `DIR/cluster.json`, prints a table and runs until SIGINT/SIGTERM. The cluster is
+//! described by a YAML file ([`config_file`]); the presets are such files.
 
+pub mod config_file;
 pub mod etcd_process;
+pub mod load_balancer;
 pub mod process;
 pub mod upgrade;
 
 use std::fmt::Write as _;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -20,6 +24,8 @@ use anyhow::Context;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 
+use self::config_file::{ClusterConfig, RunMode, StoreChoice};
+use self::load_balancer::{LoadBalancerKind, RunningBalancer};
 use crate::server::RunningServer;
 use crate::server::config::{ServerFlags, ServerOptions};
 use crate::store::{MemoryStore, Store};
@@ -34,6 +40,15 @@ pub struct ClusterArgs {
     /// rollout caught in the middle: a is 1.36, b and c are 1.35).
     #[arg(long, default_value = "default")]
     pub preset: Preset,
+    /// Start the cluster a YAML file describes (servers, store, how they run, load balancer,
+    /// controllers; see the README). The presets are such files (`apiserver-fake/examples/clusters/`).
+    #[arg(long, conflicts_with_all = ["preset", "etcd", "etcd_servers"])]
+    pub config: Option<PathBuf>,
+    /// The load balancer in front of the servers, `DIR/cluster.kubeconfig` pointing at it: `embedded`
+    /// (in this process), `haproxy` (the `haproxy` on PATH) or `none` (default: the file's `lb`, else
+    /// embedded).
+    #[arg(long)]
+    pub lb: Option<LoadBalancerKind>,
     /// Secure port of every server (each has its own loopback address); 0 picks free ports.
     #[arg(long, default_value_t = 6443)]
     pub port: u16,
@@ -65,6 +80,31 @@ impl ClusterArgs {
             }
         }
         members
+    }
+
+    /// The cluster to start: `--config`'s file or the preset, with the command line's `--etcd`,
+    /// `--etcd-servers`, `--lb` and `--authorization-mode` applied.
+    pub fn cluster_config(&self) -> anyhow::Result<ClusterConfig> {
+        let mut config = match &self.config {
+            Some(path) => ClusterConfig::read(path)?,
+            None => ClusterConfig::preset(self.preset.name()).map_err(anyhow::Error::msg)?,
+        };
+        if self.etcd {
+            config.store = StoreChoice::PrivateEtcd;
+            config.run = RunMode::Processes;
+        } else if !self.etcd_servers.is_empty() {
+            config.store = StoreChoice::ExistingEtcd(self.etcd_servers.clone());
+            config.run = RunMode::Processes;
+        }
+        if let Some(lb) = self.lb {
+            config.lb = lb;
+        }
+        if let Some(mode) = &self.authorization_mode {
+            for member in &mut config.members {
+                member.extra_flags.push(format!("--authorization-mode={mode}"));
+            }
+        }
+        Ok(config)
     }
 }
 
@@ -108,15 +148,33 @@ pub struct MemberSpec {
 }
 
 impl Preset {
+    /// The preset's name (its file in `examples/clusters/`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::Upgrade => "upgrade",
+        }
+    }
+
     /// The servers of this preset.
     pub fn members(self) -> Vec<MemberSpec> {
+        // The compiled-in example files; each is checked by a unit test.
+        ClusterConfig::preset(self.name())
+            .map(|config| config.members)
+            .unwrap_or_default()
+    }
+
+    /// The servers of this preset as the code listed them before the presets became files (kept to
+    /// check that the files describe the same clusters).
+    #[cfg(test)]
+    fn legacy_members(self) -> Vec<MemberSpec> {
         let member = |name: &str, last_octet: u8, version: &str, flags: &[&str], note: &str| MemberSpec {
             try_command: match self {
                 Self::Default => "get jobs".to_owned(),
                 Self::Upgrade => "get mutatingadmissionpolicies".to_owned(),
             },
             name: name.to_owned(),
-            ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, last_octet)),
+            ip: IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, last_octet)),
             kubernetes_version: version.to_owned(),
             extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
             note: note.to_owned(),
@@ -171,6 +229,8 @@ pub struct Cluster {
     pub store: Arc<dyn Store>,
     /// Where the files are.
     pub dir: PathBuf,
+    /// The load balancer in front, once [`Cluster::start_balancer`] started it.
+    pub balancer: Option<RunningBalancer>,
     pki: certs::Pki,
     _tempdir: Option<tempfile::TempDir>,
 }
@@ -193,14 +253,27 @@ pub async fn start_cluster(
     members: Vec<MemberSpec>,
     port: u16,
 ) -> anyhow::Result<Cluster> {
+    start_cluster_behind(dir, members, port, LoadBalancerKind::None).await
+}
+
+/// [`start_cluster`] with a load balancer of `lb` in front (on [`load_balancer::LB_IP`]:`port`),
+/// started once the servers are usable and before the client files are written, so that
+/// `cluster.json` names it and `DIR/cluster.kubeconfig` exists when it appears.
+pub async fn start_cluster_behind(
+    dir: Option<PathBuf>,
+    members: Vec<MemberSpec>,
+    port: u16,
+    lb: LoadBalancerKind,
+) -> anyhow::Result<Cluster> {
     if let Some(dir) = &dir {
         // A previous run's manifest would tell a waiting script that this cluster is up.
         remove_manifest(dir)?;
     }
-    let cluster = launch_cluster(dir, members, port).await?;
+    let mut cluster = launch_cluster(dir, members, port).await?;
     cluster
         .wait_until_peers_know_each_other(Duration::from_secs(10))
         .await?;
+    cluster.start_balancer(lb, port).await?;
     cluster.write_client_files()?;
     Ok(cluster)
 }
@@ -233,6 +306,7 @@ pub async fn launch_cluster(
         servers,
         store,
         dir,
+        balancer: None,
         pki,
         _tempdir: tempdir,
     })
@@ -263,7 +337,9 @@ pub(crate) fn prepare_dir(dir: Option<PathBuf>, members: &[MemberSpec]) -> anyho
             .iter()
             .map(|m| certs::ServerSpec {
                 name: m.name.clone(),
-                ips: vec![m.ip],
+                // The load balancer's address too, as kubeadm adds the control-plane endpoint to
+                // every apiserver's certificate: a client of the balancer reaches any server.
+                ips: vec![m.ip, load_balancer::LB_IP],
                 dns: vec![],
             })
             .collect(),
@@ -377,12 +453,21 @@ fn member_options(member: &MemberSpec, dir: &Path, port: u16) -> anyhow::Result<
 /// HTTP/2 when a server offers it, and, like client-go, no Nagle delay between a request's headers
 /// and its body.
 pub(crate) fn admin_client(pki: &certs::Pki) -> anyhow::Result<AdminClient> {
+    Ok(admin_client_with(admin_tls_config(pki)?))
+}
+
+/// The TLS configuration of [`admin_client`]: the admin certificate of `pki`, trusting its CA.
+pub(crate) fn admin_tls_config(pki: &certs::Pki) -> anyhow::Result<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(pki.ca().cert_der())?;
     let admin = pki.admin();
-    let config = rustls::ClientConfig::builder()
+    Ok(rustls::ClientConfig::builder()
         .with_root_certificates(roots)
-        .with_client_auth_cert(vec![admin.cert_der()], admin.key_der())?;
+        .with_client_auth_cert(vec![admin.cert_der()], admin.key_der())?)
+}
+
+/// [`admin_client`] with a TLS configuration built once by [`admin_tls_config`].
+pub(crate) fn admin_client_with(config: rustls::ClientConfig) -> AdminClient {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -392,7 +477,7 @@ pub(crate) fn admin_client(pki: &certs::Pki) -> anyhow::Result<AdminClient> {
         .enable_http1()
         .enable_http2()
         .wrap_connector(http);
-    Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https))
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https)
 }
 
 /// Writes a kubeconfig per `(name, url)` and then `manifest` as `cluster.json`, each atomically, so
@@ -495,7 +580,11 @@ impl Cluster {
                 })
             })
             .collect();
-        json!({ "pid": std::process::id(), "servers": servers })
+        let mut manifest = json!({ "pid": std::process::id(), "servers": servers });
+        if let Some(balancer) = &self.balancer {
+            manifest["lb"] = balancer.manifest(&self.dir);
+        }
+        manifest
     }
 
     /// Writes each server's kubeconfig and then `cluster.json`, each atomically, so that a script
@@ -506,7 +595,21 @@ impl Cluster {
             .iter()
             .map(|(member, server)| (member.name.clone(), server.url()))
             .collect();
+        if let Some(balancer) = &self.balancer {
+            load_balancer::write_kubeconfig(&self.dir, &self.pki, balancer)?;
+        }
         write_client_files(&self.dir, &self.pki, &kubeconfigs, &self.manifest())
+    }
+
+    /// Starts a load balancer of `kind` over the servers (nothing for [`LoadBalancerKind::None`]).
+    pub async fn start_balancer(&mut self, kind: LoadBalancerKind, port: u16) -> anyhow::Result<()> {
+        let backends = self
+            .servers
+            .iter()
+            .map(|(member, server)| (member.name.clone(), server.local_addr()))
+            .collect();
+        self.balancer = RunningBalancer::start(kind, port, backends, &self.dir).await?;
+        Ok(())
     }
 
     /// The table the demo prints.
@@ -569,8 +672,11 @@ impl Cluster {
         Ok(())
     }
 
-    /// Stops every server gracefully.
+    /// Stops the load balancer, then every server gracefully.
     pub async fn shutdown(self) {
+        if let Some(balancer) = self.balancer {
+            balancer.shutdown().await;
+        }
         for (_, server) in self.servers {
             server.shutdown().await;
         }
@@ -584,17 +690,21 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.dir {
         remove_manifest(dir)?;
     }
-    if args.etcd || !args.etcd_servers.is_empty() {
-        return run_process_cluster(args).await;
+    let config = args.cluster_config()?;
+    if config.run == RunMode::Processes {
+        return run_process_cluster(args, config).await;
     }
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
     // A signal during start-up drops the half-started cluster, which stops its servers.
     let cluster = tokio::select! {
-        cluster = start_cluster(args.dir.clone(), args.members(), args.port) => cluster?,
+        cluster = start_cluster_behind(args.dir.clone(), config.members, args.port, config.lb) => cluster?,
         () = &mut signal => return Ok(()),
     };
     print_banner(&cluster.table(), &cluster.dir);
+    if let Some(balancer) = &cluster.balancer {
+        println!("{}", balancer.banner(&cluster.dir));
+    }
     signal.await;
     // Gone before the servers are: a script never finds the manifest of a cluster that is stopping.
     remove_manifest(&cluster.dir)?;
@@ -611,29 +721,44 @@ fn print_banner(table: &str, dir: &Path) {
     println!("press Ctrl-C to stop");
 }
 
-/// `cluster --etcd` / `--etcd-servers`: every server its own process of this binary on etcd.
-async fn run_process_cluster(args: ClusterArgs) -> anyhow::Result<()> {
+/// `cluster --etcd` / `--etcd-servers` / `run: processes`: every server its own process of this
+/// binary on etcd.
+async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow::Result<()> {
     use crate::cluster::process::{EtcdBackend, ProcessCluster};
     anyhow::ensure!(
         cfg!(feature = "etcd"),
-        "--etcd needs a binary built with the etcd feature (cargo run --features etcd -p apiserver-fake -- cluster --etcd)"
+        "separate processes on etcd need a binary built with the etcd feature (cargo run --features etcd -p apiserver-fake -- cluster --etcd)"
     );
-    let backend = if args.etcd_servers.is_empty() {
-        EtcdBackend::Private
-    } else {
-        EtcdBackend::Existing(args.etcd_servers.clone())
+    let backend = match config.store {
+        StoreChoice::ExistingEtcd(servers) => EtcdBackend::Existing(servers),
+        StoreChoice::PrivateEtcd | StoreChoice::Memory => EtcdBackend::Private,
     };
     let binary = std::env::current_exe().context("cannot find this binary to start its servers")?;
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
     let cluster = tokio::select! {
-        cluster = ProcessCluster::start(&binary, args.dir.clone(), args.members(), args.port, backend, &args.etcd_prefix) => cluster?,
+        cluster = ProcessCluster::start_behind(&binary, args.dir.clone(), config.members, args.port, backend, &args.etcd_prefix, config.lb) => cluster?,
         () = &mut signal => return Ok(()),
     };
     print_banner(&cluster.table(), cluster.dir());
     println!("etcd: {}", cluster.etcd_servers().join(","));
+    if let Some(banner) = cluster.balancer_banner() {
+        println!("{banner}");
+    }
     signal.await;
     remove_manifest(cluster.dir())?;
     cluster.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_preset_files_describe_the_presets_as_the_code_did() {
+        for preset in [Preset::Default, Preset::Upgrade] {
+            assert_eq!(preset.members(), preset.legacy_members(), "{preset:?}");
+        }
+    }
 }

@@ -22,6 +22,7 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 
 use crate::cluster::etcd_process::EtcdProcess;
+use crate::cluster::load_balancer::{self, LoadBalancerKind, RunningBalancer};
 use crate::cluster::{AdminClient, MemberSpec, admin_client, member_args, write_client_files};
 
 /// Where a process cluster keeps its objects.
@@ -54,6 +55,7 @@ pub struct ProcessCluster {
     pki: certs::Pki,
     client: AdminClient,
     ready_timeout: Duration,
+    balancer: Option<RunningBalancer>,
     _tempdir: Option<tempfile::TempDir>,
 }
 
@@ -91,6 +93,29 @@ impl ProcessCluster {
         backend: EtcdBackend,
         etcd_prefix: &str,
     ) -> anyhow::Result<Self> {
+        Self::start_behind(
+            binary,
+            dir,
+            members,
+            port,
+            backend,
+            etcd_prefix,
+            LoadBalancerKind::None,
+        )
+        .await
+    }
+
+    /// [`Self::start`] with a load balancer of `lb` in front (on [`load_balancer::LB_IP`]:`port`),
+    /// started once every server is ready and before the client files are written.
+    pub async fn start_behind(
+        binary: &Path,
+        dir: Option<PathBuf>,
+        members: Vec<MemberSpec>,
+        port: u16,
+        backend: EtcdBackend,
+        etcd_prefix: &str,
+        lb: LoadBalancerKind,
+    ) -> anyhow::Result<Self> {
         let prepared = crate::cluster::prepare_dir(dir, &members)?;
         let (dir, pki, tempdir) = (prepared.dir, prepared.pki, prepared.tempdir);
         let (etcd, etcd_servers) = match backend {
@@ -122,6 +147,7 @@ impl ProcessCluster {
             pki,
             client,
             ready_timeout: Duration::from_secs(30),
+            balancer: None,
             _tempdir: tempdir,
         };
         for spec in members {
@@ -142,6 +168,13 @@ impl ProcessCluster {
         for index in 0..cluster.members.len() {
             cluster.wait_ready(index).await?;
         }
+        let backends = (0..cluster.members.len())
+            .map(|i| {
+                let m = &cluster.members[i];
+                (m.spec.name.clone(), SocketAddr::new(m.spec.ip, m.port))
+            })
+            .collect();
+        cluster.balancer = RunningBalancer::start(lb, port, backends, &cluster.dir).await?;
         cluster.write_client_files()?;
         Ok(cluster)
     }
@@ -337,13 +370,31 @@ impl ProcessCluster {
                 })
             })
             .collect();
-        json!({ "pid": std::process::id(), "servers": servers, "etcd": self.etcd_servers.join(",") })
+        let mut manifest =
+            json!({ "pid": std::process::id(), "servers": servers, "etcd": self.etcd_servers.join(",") });
+        if let Some(balancer) = &self.balancer {
+            manifest["lb"] = balancer.manifest(&self.dir);
+        }
+        manifest
+    }
+
+    /// The load balancer's banner line, when there is one.
+    pub fn balancer_banner(&self) -> Option<String> {
+        self.balancer.as_ref().map(|b| b.banner(&self.dir))
+    }
+
+    /// The load balancer in front, if any.
+    pub fn balancer(&self) -> Option<&RunningBalancer> {
+        self.balancer.as_ref()
     }
 
     fn write_client_files(&self) -> anyhow::Result<()> {
         let kubeconfigs: Vec<(String, String)> = (0..self.members.len())
             .map(|index| (self.members[index].spec.name.clone(), self.url_of(index)))
             .collect();
+        if let Some(balancer) = &self.balancer {
+            load_balancer::write_kubeconfig(&self.dir, &self.pki, balancer)?;
+        }
         write_client_files(&self.dir, &self.pki, &kubeconfigs, &self.manifest())
     }
 
@@ -359,6 +410,9 @@ impl ProcessCluster {
 
     /// Stops every server gracefully (in parallel), then etcd if the cluster started it.
     pub async fn shutdown(mut self) {
+        if let Some(balancer) = self.balancer.take() {
+            balancer.shutdown().await;
+        }
         for member in &self.members {
             if let Some(pid) = member
                 .child

@@ -29,6 +29,9 @@ pub enum Answer {
     Transport,
 }
 
+/// [`RequestRecord::server`] of a request that got no answer: no connection, so no server, known.
+pub const UNKNOWN_SERVER: usize = usize::MAX;
+
 /// One request as the client saw it.
 #[derive(Debug, Clone)]
 pub struct RequestRecord {
@@ -36,7 +39,7 @@ pub struct RequestRecord {
     pub start: f64,
     /// See `start`.
     pub end: f64,
-    /// Index of the server the load balancer sent it to.
+    /// Index of the server the load balancer sent it to ([`UNKNOWN_SERVER`] when it got no answer).
     pub server: usize,
     /// What it was for.
     pub kind: RequestKind,

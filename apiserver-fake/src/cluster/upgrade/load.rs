@@ -1,9 +1,10 @@
-//! The client load of a run, spread over the servers by a round-robin load balancer: a
-//! garbage-collector-like inventory client, writers and watchers. Every request lands in the
-//! [`Ledger`].
+//! The client load of a run, sent through the cluster's load balancer (the embedded one, as HAProxy
+//! in TCP mode: round robin per connection, health checks of `/readyz`): a garbage-collector-like
+//! inventory client, writers and watchers, each with its own client and so its own connection, as
+//! separate programs have. Every request lands in the [`Ledger`], with the server that answered it
+//! (the balancer tells which backend the request's connection was spliced to).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,9 +16,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::ledger::{Answer, Ledger, RequestKind, RequestRecord, WriteRecord};
+use super::ledger::{Answer, Ledger, RequestKind, RequestRecord, UNKNOWN_SERVER, WriteRecord};
 use super::plan::TargetResource;
 use crate::cluster::AdminClient;
+use crate::cluster::load_balancer::embedded::EmbeddedBalancer;
+use hyper_util::client::legacy::connect::HttpInfo;
 use mvp_core::apidiscovery::APIGroupDiscoveryList;
 
 /// What kubectl and the garbage collector send for aggregated discovery.
@@ -29,50 +32,6 @@ const DELETED: &str = "DELETED";
 
 /// No request of the load may take longer (a hang counts as a transport failure).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The servers a load balancer spreads requests over, and which of them are in rotation.
-#[derive(Debug)]
-pub struct Balancer {
-    backends: RwLock<Vec<(String, bool)>>,
-    next: AtomicUsize,
-}
-
-impl Balancer {
-    /// A balancer over `urls`, none in rotation yet.
-    pub fn new(urls: Vec<String>) -> Self {
-        Self {
-            backends: RwLock::new(urls.into_iter().map(|u| (u, false)).collect()),
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    /// Puts server `index` in or out of rotation (at `url`, which a restart may change).
-    pub fn set(&self, index: usize, url: &str, in_rotation: bool) {
-        let mut backends = self
-            .backends
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(backend) = backends.get_mut(index) {
-            *backend = (url.to_owned(), in_rotation);
-        }
-    }
-
-    /// The next server in rotation, round-robin.
-    fn pick(&self) -> Option<(usize, String)> {
-        let backends = self
-            .backends
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = backends.len();
-        for _ in 0..n {
-            let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
-            if backends[i].1 {
-                return Some((i, backends[i].0.clone()));
-            }
-        }
-        None
-    }
-}
 
 /// An answer as the load sees it.
 struct Reply {
@@ -103,45 +62,51 @@ fn is_route_404(body: &[u8]) -> bool {
 
 /// Everything the clients of one run share.
 pub struct Load {
-    client: AdminClient,
-    balancer: Arc<Balancer>,
+    tls: rustls::ClientConfig,
+    balancer: Arc<EmbeddedBalancer>,
+    /// `https://` the balancer's address.
+    url: String,
     ledger: Arc<Ledger>,
     clock: Instant,
     targets: Vec<TargetResource>,
 }
 
 impl Load {
-    /// The clients of one run, sending through `client` (the cluster's admin client).
+    /// The clients of one run, each an admin of the cluster whose PKI is `pki`, sending through
+    /// `balancer`.
     pub fn new(
-        client: AdminClient,
-        balancer: Arc<Balancer>,
+        pki: &certs::Pki,
+        balancer: Arc<EmbeddedBalancer>,
         ledger: Arc<Ledger>,
         clock: Instant,
         targets: Vec<TargetResource>,
-    ) -> Self {
-        Self {
-            client,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            url: format!("https://{}", balancer.local_addr()),
+            tls: crate::cluster::admin_tls_config(pki)?,
             balancer,
             ledger,
             clock,
             targets,
-        }
+        })
     }
 
     fn now(&self) -> f64 {
         self.clock.elapsed().as_secs_f64()
     }
 
-    async fn pick(&self, cancel: &CancellationToken) -> Option<(usize, String)> {
-        loop {
-            if let Some(picked) = self.balancer.pick() {
-                return Some(picked);
-            }
-            tokio::select! {
-                () = cancel.cancelled() => return None,
-                () = tokio::time::sleep(Duration::from_millis(10)) => {}
-            }
-        }
+    /// A client of its own (one connection, so one server at a time, as a separate program).
+    fn client(&self) -> AdminClient {
+        crate::cluster::admin_client_with(self.tls.clone())
+    }
+
+    /// The server a response came from: the backend its connection was spliced to.
+    fn server_of<B>(&self, response: &http::Response<B>) -> usize {
+        response
+            .extensions()
+            .get::<HttpInfo>()
+            .and_then(|info| self.balancer.backend_of(info.local_addr()))
+            .unwrap_or(UNKNOWN_SERVER)
     }
 
     fn request(
@@ -163,8 +128,10 @@ impl Load {
     }
 
     /// Sends one request through the balancer and records it.
+    #[allow(clippy::too_many_arguments)]
     async fn send(
         &self,
+        client: &AdminClient,
         cancel: &CancellationToken,
         method: Method,
         path: &str,
@@ -177,19 +144,22 @@ impl Load {
         } else {
             "application/json"
         };
-        let (server, base) = self.pick(cancel).await?;
-        let req = Self::request(method, &format!("{base}{path}"), accept, body)?;
+        if cancel.is_cancelled() {
+            return None;
+        }
+        let req = Self::request(method, &format!("{}{path}", self.url), accept, body)?;
         let start = self.now();
-        let (answer, body) = match tokio::time::timeout(REQUEST_TIMEOUT, async {
-            let resp = self.client.request(req).await?;
+        let (server, answer, body) = match tokio::time::timeout(REQUEST_TIMEOUT, async {
+            let resp = client.request(req).await?;
+            let server = self.server_of(&resp);
             let status = resp.status().as_u16();
             let body = resp.into_body().collect().await?.to_bytes();
-            Ok::<_, anyhow::Error>((status, body))
+            Ok::<_, anyhow::Error>((server, status, body))
         })
         .await
         {
-            Ok(Ok((status, body))) => (Answer::Status(status), body),
-            _ => (Answer::Transport, Bytes::new()),
+            Ok(Ok((server, status, body))) => (server, Answer::Status(status), body),
+            _ => (UNKNOWN_SERVER, Answer::Transport, Bytes::new()),
         };
         self.ledger.request(RequestRecord {
             start,
@@ -204,8 +174,15 @@ impl Load {
     }
 
     /// A GET of a resource path through the balancer, recorded.
-    async fn get(&self, cancel: &CancellationToken, path: &str, target: &TargetResource) -> Option<Reply> {
+    async fn get(
+        &self,
+        client: &AdminClient,
+        cancel: &CancellationToken,
+        path: &str,
+        target: &TargetResource,
+    ) -> Option<Reply> {
         self.send(
+            client,
             cancel,
             Method::GET,
             path,
@@ -219,11 +196,20 @@ impl Load {
     /// The garbage collector's pattern: aggregated discovery, then a list of every listable resource
     /// it advertises, again and again.
     pub async fn run_inventory(self: Arc<Self>, cancel: CancellationToken) {
+        let client = self.client();
         while !cancel.is_cancelled() {
             let mut resources = Vec::new();
             for path in ["/api", "/apis"] {
                 let Some(reply) = self
-                    .send(&cancel, Method::GET, path, RequestKind::Discovery, None, None)
+                    .send(
+                        &client,
+                        &cancel,
+                        Method::GET,
+                        path,
+                        RequestKind::Discovery,
+                        None,
+                        None,
+                    )
                     .await
                 else {
                     return;
@@ -234,7 +220,7 @@ impl Load {
             }
             for target in &resources {
                 let path = target.collection_path().replace("/namespaces/default", "");
-                if self.get(&cancel, &path, target).await.is_none() {
+                if self.get(&client, &cancel, &path, target).await.is_none() {
                     return;
                 }
             }
@@ -248,6 +234,7 @@ impl Load {
     /// A writer: creates an object of a random resource under test, updates it, and deletes every
     /// third one; each acknowledged write is recorded.
     pub async fn run_writer(self: Arc<Self>, id: usize, seed: u64, cancel: CancellationToken) {
+        let client = self.client();
         let mut rng = StdRng::seed_from_u64(seed ^ (0x5752_4954 + id as u64));
         let mut n = 0u64;
         while !cancel.is_cancelled() {
@@ -257,6 +244,7 @@ impl Load {
             let fresh = object(target, &name, 1, None);
             let Some(created) = self
                 .send(
+                    &client,
                     &cancel,
                     Method::POST,
                     &target.collection_path(),
@@ -274,6 +262,7 @@ impl Load {
                 let updated = object(target, &name, 2, rv);
                 if let Some(reply) = self
                     .send(
+                        &client,
                         &cancel,
                         Method::PUT,
                         &path,
@@ -288,6 +277,7 @@ impl Load {
                 if n.is_multiple_of(3)
                     && let Some(reply) = self
                         .send(
+                            &client,
                             &cancel,
                             Method::DELETE,
                             &path,
@@ -349,6 +339,7 @@ impl Load {
     /// A watcher of `target`: lists, then watches from the list's resourceVersion, resuming from the
     /// last event it saw whenever the stream ends (its server stopped), relisting on 410 Gone.
     pub async fn run_watcher(self: Arc<Self>, target: TargetResource, cancel: CancellationToken) {
+        let client = self.client();
         let path = target.collection_path();
         let mut resume: Option<String> = None;
         self.ledger.watch_gap_opened(&target, 0);
@@ -356,7 +347,7 @@ impl Load {
             let rv = match resume.clone() {
                 Some(rv) => rv,
                 None => {
-                    let Some(reply) = self.get(&cancel, &path, &target).await else {
+                    let Some(reply) = self.get(&client, &cancel, &path, &target).await else {
                         return;
                     };
                     let listed = reply.ok().then(|| reply.json()).flatten();
@@ -380,7 +371,7 @@ impl Load {
                     listed
                 }
             };
-            match self.watch(&cancel, &target, &path, &rv).await {
+            match self.watch(&client, &cancel, &target, &path, &rv).await {
                 WatchEnd::Resume(last) => resume = Some(last),
                 WatchEnd::Relist(last) => {
                     self.ledger.watch_gap_opened(&target, last.parse().unwrap_or(0));
@@ -403,15 +394,19 @@ impl Load {
 
     async fn watch(
         &self,
+        client: &AdminClient,
         cancel: &CancellationToken,
         target: &TargetResource,
         path: &str,
         rv: &str,
     ) -> WatchEnd {
-        let Some((server, base)) = self.pick(cancel).await else {
+        if cancel.is_cancelled() {
             return WatchEnd::Cancelled;
-        };
-        let uri = format!("{base}{path}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true");
+        }
+        let uri = format!(
+            "{}{path}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true",
+            self.url
+        );
         let Some(req) = Self::request(Method::GET, &uri, "application/json", None) else {
             return WatchEnd::Cancelled;
         };
@@ -421,7 +416,7 @@ impl Load {
             target.version.clone(),
             target.resource.clone(),
         ));
-        let record = |answer: Answer, route_404: bool| {
+        let record = |server: usize, answer: Answer, route_404: bool| {
             self.ledger.request(RequestRecord {
                 start,
                 end: self.now(),
@@ -434,17 +429,19 @@ impl Load {
         };
         let resp = tokio::select! {
             () = cancel.cancelled() => return WatchEnd::Cancelled,
-            resp = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(req)) => resp,
+            resp = tokio::time::timeout(REQUEST_TIMEOUT, client.request(req)) => resp,
         };
         let Ok(Ok(resp)) = resp else {
-            record(Answer::Transport, false);
+            record(UNKNOWN_SERVER, Answer::Transport, false);
             return self.retry_later(cancel, rv).await;
         };
+        let server = self.server_of(&resp);
         let status = resp.status();
         let mut body = resp.into_body();
         if status != StatusCode::OK {
             let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
             record(
+                server,
                 Answer::Status(status.as_u16()),
                 status == StatusCode::NOT_FOUND && is_route_404(&text),
             );
@@ -453,7 +450,7 @@ impl Load {
             }
             return self.retry_later(cancel, rv).await;
         }
-        record(Answer::Status(200), false);
+        record(server, Answer::Status(200), false);
         let mut last = rv.to_owned();
         let mut buffer: Vec<u8> = Vec::new();
         loop {
@@ -515,8 +512,9 @@ impl Load {
         name: &str,
     ) -> Result<Option<u64>, ()> {
         let path = format!("{}/{name}", target.collection_path());
+        let client = self.client();
         for _ in 0..20 {
-            let reply = self.get(cancel, &path, target).await.ok_or(())?;
+            let reply = self.get(&client, cancel, &path, target).await.ok_or(())?;
             match reply.answer {
                 Answer::Status(200) => {
                     let generation = reply
@@ -596,16 +594,6 @@ fn object(target: &TargetResource, name: &str, generation: u64, rv: Option<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_balancer_skips_servers_out_of_rotation_and_goes_round() {
-        let balancer = Balancer::new(vec!["https://a".into(), "https://b".into(), "https://c".into()]);
-        assert_eq!(balancer.pick(), None);
-        balancer.set(0, "https://a", true);
-        balancer.set(2, "https://c", true);
-        let picks: Vec<usize> = (0..4).filter_map(|_| balancer.pick().map(|(i, _)| i)).collect();
-        assert_eq!(picks, vec![0, 2, 0, 2]);
-    }
 
     #[test]
     fn a_router_404_is_told_from_a_missing_object() {

@@ -1,16 +1,23 @@
 //! `apiserver-fake upgrade`: the rolling-upgrade simulator. It rolls a cluster of fakes from one
-//! Kubernetes minor to the next, one server at a time, under a client load spread by a round-robin
-//! load balancer, and reports what the clients suffered, once with the Mixed Version Proxy and once
+//! Kubernetes minor to the next, one server at a time, under a client load sent through the
+//! cluster's load balancer (the embedded one: TCP, round robin per connection, `/readyz` health
+//! checks), and reports what the clients suffered, once with the Mixed Version Proxy and once
 //! without (same seed, same schedule).
 //!
 //! The schedule: start every server at `--from`, wait until ready, dwell; then for each server in
-//! turn take it out of the load balancer, stop it (or kill it with `--crash`), start it at `--to`,
-//! wait until ready, put it back, dwell; a final dwell with every server at `--to`.
+//! turn take it out of the load balancer (maintenance), stop it, or kill it with `--crash` (left in
+//! the balancer, whose health checks notice), start it at `--to`, wait until ready, put it back,
+//! dwell; a final dwell with every server at `--to`.
+//!
+//! As a CI gate the command fails (after writing its report) when a run with the proxy on shows a
+//! false 404, a lost write or a missed watch event. Its progress is a line redrawn on a terminal, and
+//! plain lines (one per phase) otherwise.
 //!
 //! What is counted (see [`report::RunReport`]): false 404s (a 404 from the router for a resource that
 //! a server up throughout the request served), 503s and other errors, acknowledged writes not visible
 //! at the end, acknowledged writes no watch delivered, and latency of proxied and local requests.
 
+pub mod fleet;
 pub mod ledger;
 pub mod load;
 pub mod plan;
@@ -18,6 +25,8 @@ pub mod report;
 pub mod timeline;
 
 use std::collections::HashMap;
+use std::io::IsTerminal as _;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,11 +34,15 @@ use anyhow::Context;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use self::fleet::Fleet;
 use self::ledger::{Ledger, Recorded, ServedByVersion};
-use self::load::{Balancer, Load};
+use self::load::Load;
 pub use self::plan::{Plan, UpgradeArgs};
+use self::plan::{UpgradeRun, UpgradeStore};
 use self::report::{Phase, Report, RunRecord, RunReport};
-use crate::cluster::launch_cluster;
+use crate::cluster::load_balancer::embedded::EmbeddedBalancer;
+use crate::cluster::load_balancer::{HealthCheck, LB_IP};
+use crate::cluster::process::EtcdBackend;
 use crate::server::config::PeerResolutionModeFlag;
 
 /// How long watches get, after the writers stop, to deliver the events of the last writes.
@@ -44,6 +57,7 @@ struct RunOutcome {
     names: Vec<String>,
     length: f64,
     served: ServedByVersion,
+    exec_status: Option<String>,
 }
 
 /// The `upgrade` subcommand: both runs, then `report.json`, `report.md` and `timeline.svg` in `--out`.
@@ -51,11 +65,17 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     let plan = Plan::new(args)?;
     let out = plan.args.out.clone();
     std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
-    let progress = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    // A redrawn line on a terminal; plain lines in a CI log (an indicatif bar draws nothing there).
+    let plain = !std::io::stderr().is_terminal();
+    let progress = if plain {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr())
+    };
     progress.enable_steady_tick(Duration::from_millis(200));
     let mut outcomes = Vec::new();
     for &mvp in &plan.runs {
-        outcomes.push(run_once(&plan, mvp, &progress).await?);
+        outcomes.push(run_once(&plan, mvp, &progress, plain).await?);
     }
     progress.finish_and_clear();
 
@@ -66,7 +86,7 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     let runs: Vec<RunReport> = outcomes
         .iter()
         .map(|o| {
-            RunReport::judge(&RunRecord {
+            let mut report = RunReport::judge(&RunRecord {
                 mvp: o.mvp,
                 mode,
                 requests: &o.recorded.requests,
@@ -78,7 +98,9 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
                 phases: &o.phases,
                 final_state: &o.final_state,
                 names: &o.names,
-            })
+            });
+            report.exec_status = o.exec_status.clone();
+            report
         })
         .collect();
     let report = Report {
@@ -114,6 +136,28 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
         .context("failed to draw timeline.svg")?;
     println!("{markdown}");
     println!("files: {} (report.json, report.md, timeline.svg)", out.display());
+    gate(&report.runs)
+}
+
+/// The CI gate: an error naming what a run with the proxy on got wrong, if anything.
+fn gate(runs: &[RunReport]) -> anyhow::Result<()> {
+    let mut harms = Vec::new();
+    for run in runs.iter().filter(|r| r.mvp) {
+        for (count, what) in [
+            (run.false_404, "false 404s"),
+            (run.lost_writes, "lost writes"),
+            (run.missed_watch_events, "missed watch events"),
+        ] {
+            if count > 0 {
+                harms.push(format!("{count} {what}"));
+            }
+        }
+    }
+    anyhow::ensure!(
+        harms.is_empty(),
+        "with the Mixed Version Proxy on, clients saw {}",
+        harms.join(", ")
+    );
     Ok(())
 }
 
@@ -122,6 +166,9 @@ struct Progress<'a> {
     bar: &'a indicatif::ProgressBar,
     label: String,
     phase: Arc<Mutex<String>>,
+    /// Not a terminal: a plain line per phase, with the counts so far.
+    plain: bool,
+    ledger: Arc<Ledger>,
 }
 
 impl Progress<'_> {
@@ -130,45 +177,104 @@ impl Progress<'_> {
             .phase
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = phase.to_owned();
-        self.bar.set_message(format!("{}: {phase}", self.label));
+        if self.plain {
+            eprintln!("{}: {phase} · {}", self.label, counts(&self.ledger));
+        } else {
+            self.bar.set_message(format!("{}: {phase}", self.label));
+        }
     }
 }
 
-async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyhow::Result<RunOutcome> {
+/// `N requests · N 404s · N 503s` so far.
+fn counts(ledger: &Ledger) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "{} requests · {} 404s · {} 503s",
+        ledger.count.load(Relaxed),
+        ledger.not_found.load(Relaxed),
+        ledger.unavailable.load(Relaxed),
+    )
+}
+
+async fn run_once(
+    plan: &Plan,
+    mvp: bool,
+    bar: &indicatif::ProgressBar,
+    plain: bool,
+) -> anyhow::Result<RunOutcome> {
     let n = plan.args.servers;
     let members: Vec<_> = (0..n).map(|i| plan.member(i, plan.from, mvp)).collect();
     let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     let mut served = ServedByVersion::default();
     served.insert(plan.from, &plan.served(plan.from, mvp)?);
     served.insert(plan.to, &plan.served(plan.to, mvp)?);
+    let ledger = Arc::new(Ledger::default());
     let progress = Progress {
         bar,
         label: format!("MVP {}", if mvp { "on" } else { "off" }),
         phase: Arc::default(),
+        plain,
+        ledger: ledger.clone(),
     };
     progress.enter("starting");
-    let mut cluster = launch_cluster(None, members, 0).await?;
-    cluster
-        .wait_until_peers_know_each_other(Duration::from_secs(10))
-        .await?;
+    let mut cluster = match (plan.args.run, plan.args.store) {
+        (UpgradeRun::Processes, UpgradeStore::Etcd) => {
+            let backend = if plan.args.etcd_servers.is_empty() {
+                EtcdBackend::Private
+            } else {
+                EtcdBackend::Existing(plan.args.etcd_servers.clone())
+            };
+            // A run of its own on a shared etcd: under a prefix no other run uses.
+            let prefix = format!(
+                "/upgrade-{}-mvp-{}",
+                std::process::id(),
+                if mvp { "on" } else { "off" }
+            );
+            Fleet::processes(members, backend, &prefix).await?
+        }
+        _ => Fleet::in_process(members).await?,
+    };
+    // Checked often enough to notice a crashed server within `--health-check-seconds`: two failed
+    // checks, half that apart.
+    let interval = (plan.health_check / 2).max(Duration::from_millis(10));
+    let check = HealthCheck {
+        interval,
+        timeout: interval.min(Duration::from_secs(1)),
+        fall: 2,
+        rise: 1,
+    };
+    let backends: Vec<(String, SocketAddr)> = cluster.backends()?;
+    let servers = backends.len();
+    let balancer = Arc::new(
+        EmbeddedBalancer::start(SocketAddr::new(LB_IP, 0), backends, check)
+            .await
+            .context("failed to start the load balancer")?,
+    );
+
+    let mut exec = match &plan.args.exec {
+        Some(command) => Some(start_exec(
+            plan,
+            mvp,
+            command,
+            cluster.dir(),
+            cluster.pki(),
+            &balancer,
+        )?),
+        None => None,
+    };
 
     let clock = Instant::now();
     let since = move || clock.elapsed().as_secs_f64();
-    let ledger = Arc::new(Ledger::default());
-    let balancer = Arc::new(Balancer::new(
-        cluster.servers.iter().map(|(_, s)| s.url()).collect(),
-    ));
-    for (i, (_, server)) in cluster.servers.iter().enumerate() {
-        balancer.set(i, &server.url(), true);
+    for i in 0..servers {
         ledger.up(i, plan.from, 0.0);
     }
     let load = Arc::new(Load::new(
-        cluster.admin_client()?,
+        cluster.pki(),
         balancer.clone(),
         ledger.clone(),
         clock,
         plan.targets.clone(),
-    ));
+    )?);
     let (writes_stop, watches_stop) = (CancellationToken::new(), CancellationToken::new());
     let mut clients = JoinSet::new();
     let mut watchers = JoinSet::new();
@@ -179,7 +285,7 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
     for target in &plan.targets {
         watchers.spawn(load.clone().run_watcher(target.clone(), watches_stop.clone()));
     }
-    {
+    if !plain {
         let (bar, ledger, label, phase) = (
             bar.clone(),
             ledger.clone(),
@@ -194,12 +300,7 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clone();
-                bar.set_message(format!(
-                    "{label}: {phase} · {} requests · {} 404s · {} 503s",
-                    ledger.count.load(std::sync::atomic::Ordering::Relaxed),
-                    ledger.not_found.load(std::sync::atomic::Ordering::Relaxed),
-                    ledger.unavailable.load(std::sync::atomic::Ordering::Relaxed),
-                ));
+                bar.set_message(format!("{label}: {phase} · {}", counts(&ledger)));
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
@@ -219,31 +320,27 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
         progress.enter(&name_of_phase);
         let start = since();
         let port = if plan.args.crash {
-            // A crash: clients keep being sent to it until the load balancer's health check notices.
+            // A crash: the balancer keeps it until its health checks fail (new connections to it are
+            // refused meanwhile and go to the next server, as HAProxy's `option redispatch`).
             ledger.down(index, since());
-            let port = cluster.stop_member(index, true).await?;
-            tokio::time::sleep(plan.health_check).await;
-            balancer.set(index, "", false);
-            port
+            cluster.stop(index, name, true).await?
         } else {
             // An orchestrated stop: out of the load balancer first, in-flight requests finish.
-            balancer.set(index, "", false);
+            balancer.set_enabled(index, false);
             ledger.down(index, since());
             tokio::time::sleep(plan.drain).await;
-            cluster.stop_member(index, false).await?
+            cluster.stop(index, name, false).await?
         };
         let member = plan.member(index, plan.to, mvp);
-        if let Err(err) = cluster.put_member(index, member.clone(), port).await {
-            // Its old port (from the ephemeral range) may have been taken by an outgoing connection
-            // meanwhile: it comes back on a new one, and the load balancer learns it.
-            tracing::info!(error = %err, "server {name} cannot come back on port {port}; trying a new one");
-            cluster
-                .put_member(index, member, 0)
-                .await
-                .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
-        }
+        let addr = cluster
+            .start_again(index, member, port)
+            .await
+            .with_context(|| format!("server {name} did not come back at {}", plan.to))?;
         ledger.up(index, plan.to, since());
-        balancer.set(index, &cluster.servers[index].1.url(), true);
+        // Back in the balancer, at once (the orchestrator has seen its `/readyz` pass).
+        balancer.set_backend(index, addr);
+        balancer.set_up(index, true);
+        balancer.set_enabled(index, true);
         tokio::time::sleep(plan.dwell).await;
         phases.push(Phase {
             name: name_of_phase,
@@ -261,6 +358,10 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
         end: since(),
     });
     let length = since();
+    let exec_status = match exec.as_mut() {
+        Some(child) => Some(finish_exec(child).await),
+        None => None,
+    };
 
     // Writers stop first; watches get up to WATCH_SETTLE to deliver the last events (a loaded machine
     // can be slow), then everything is judged.
@@ -306,5 +407,88 @@ async fn run_once(plan: &Plan, mvp: bool, bar: &indicatif::ProgressBar) -> anyho
         names,
         length,
         served,
+        exec_status,
     })
+}
+
+/// Starts `--exec`'s command under `sh -c` with `KUBECONFIG` set to a kubeconfig of the balancer
+/// (written to `DIR/cluster.kubeconfig`), its output in `OUT/exec-mvp-on.log` (or `-off`).
+fn start_exec(
+    plan: &Plan,
+    mvp: bool,
+    command: &str,
+    dir: &std::path::Path,
+    pki: &certs::Pki,
+    balancer: &EmbeddedBalancer,
+) -> anyhow::Result<tokio::process::Child> {
+    let kubeconfig = dir.join("cluster.kubeconfig");
+    pki.write_kubeconfig(
+        &kubeconfig,
+        &format!("https://{}", balancer.local_addr()),
+        "cluster",
+    )
+    .context("failed to write the load balancer's kubeconfig")?;
+    let log_path = plan
+        .args
+        .out
+        .join(format!("exec-mvp-{}.log", if mvp { "on" } else { "off" }));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("failed to create {}", log_path.display()))?;
+    tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("KUBECONFIG", &kubeconfig)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("failed to start --exec {command:?}"))
+}
+
+/// How the `--exec` program ended; killed (SIGKILL) if it is still running when the run ends.
+async fn finish_exec(child: &mut tokio::process::Child) -> String {
+    match child.try_wait() {
+        Ok(Some(status)) => status.to_string(),
+        _ => {
+            let _ = child.kill().await;
+            "killed at the end of the run".to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(mvp: bool, false_404: usize, lost_writes: usize, missed_watch_events: usize) -> RunReport {
+        let mut report = RunReport::judge(&RunRecord {
+            mvp,
+            mode: "discovery",
+            requests: &[],
+            writes: &[],
+            events: &Default::default(),
+            up: &[],
+            unwatched: &HashMap::new(),
+            served: &ServedByVersion::default(),
+            phases: &[],
+            final_state: &HashMap::new(),
+            names: &[],
+        });
+        report.false_404 = false_404;
+        report.lost_writes = lost_writes;
+        report.missed_watch_events = missed_watch_events;
+        report
+    }
+
+    #[test]
+    fn the_gate_fails_on_harm_seen_with_the_proxy_on_only() {
+        assert!(gate(&[run(true, 0, 0, 0), run(false, 552, 0, 3)]).is_ok());
+        let err = gate(&[run(true, 2, 1, 0), run(false, 552, 0, 0)]).expect_err("harm");
+        assert_eq!(
+            err.to_string(),
+            "with the Mixed Version Proxy on, clients saw 2 false 404s, 1 lost writes"
+        );
+        assert!(gate(&[run(true, 0, 0, 4)]).is_err());
+    }
 }

@@ -21,6 +21,24 @@ pub enum MvpRuns {
     Both,
 }
 
+/// Where the servers of an upgrade run keep their objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpgradeStore {
+    /// One in-memory store shared by in-process servers.
+    Memory,
+    /// etcd: a private one per run (the `etcd` binary on PATH), or `--etcd-servers`.
+    Etcd,
+}
+
+/// How the servers of an upgrade run run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpgradeRun {
+    /// In the `upgrade` process.
+    InProcess,
+    /// Each its own OS process of this binary (needs `--store etcd`).
+    Processes,
+}
+
 /// `apiserver-fake upgrade` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UpgradeArgs {
@@ -43,6 +61,25 @@ pub struct UpgradeArgs {
     /// gracefully; the load balancer notices only after its health-check interval.
     #[arg(long)]
     pub crash: bool,
+    /// Where the servers keep their objects: `memory` (in-process servers only) or `etcd` (needs a
+    /// binary built with the etcd feature).
+    #[arg(long, value_enum, default_value_t = UpgradeStore::Memory)]
+    pub store: UpgradeStore,
+    /// How the servers run: `in-process`, or `processes` (each its own OS process, stopped with
+    /// SIGTERM or, with `--crash`, SIGKILL, and started again at `--to` as a new process; needs
+    /// `--store etcd`).
+    #[arg(long, value_enum, default_value_t = UpgradeRun::InProcess)]
+    pub run: UpgradeRun,
+    /// With `--store etcd`: this existing etcd (comma-separated client URLs) instead of a private one
+    /// per run; each run uses a key prefix of its own.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// The user's own program (`'CMD ARGS'`, run by `sh -c`), run once per run for the whole rollout
+    /// with `KUBECONFIG` set to the load balancer's kubeconfig; its output goes to
+    /// `OUT/exec-mvp-on.log` (`-off`), its exit status into the report (killed if still running when
+    /// the run ends).
+    #[arg(long)]
+    pub exec: Option<String>,
     /// Seed of every client's choices (what to request, in which order).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -109,6 +146,12 @@ pub enum PlanError {
     /// `--writers 0`.
     #[error("--writers must be at least 1")]
     Writers,
+    /// `--exec` names a program that is not there.
+    #[error("--exec: {0}: command not found")]
+    ExecNotFound(String),
+    /// `--store` and `--run` that do not go together, or a store this binary lacks.
+    #[error("{0}")]
+    Runtime(&'static str),
     /// The servers' own flags were refused (the message is the server's).
     #[error("{0}")]
     ServerFlags(String),
@@ -212,6 +255,33 @@ impl Plan {
         }
         if args.writers == 0 {
             return Err(PlanError::Writers);
+        }
+        match (args.run, args.store) {
+            (UpgradeRun::Processes, UpgradeStore::Memory) => {
+                return Err(PlanError::Runtime(
+                    "--run processes: separate processes share their objects through etcd; add --store etcd",
+                ));
+            }
+            (UpgradeRun::InProcess, UpgradeStore::Etcd) => {
+                return Err(PlanError::Runtime(
+                    "--store etcd: in-process servers share one in-memory store; add --run processes",
+                ));
+            }
+            (_, UpgradeStore::Etcd) if !cfg!(feature = "etcd") => {
+                return Err(PlanError::Runtime(
+                    "--store etcd needs a binary built with the etcd feature (cargo build --features etcd)",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(command) = &args.exec {
+            let program = command.split_whitespace().next().unwrap_or_default();
+            if !program_exists(program) {
+                return Err(PlanError::ExecNotFound(program.to_owned()));
+            }
+        }
+        if !args.etcd_servers.is_empty() && args.store != UpgradeStore::Etcd {
+            return Err(PlanError::Runtime("--etcd-servers needs --store etcd"));
         }
         let runs = match args.mvp {
             MvpRuns::On => vec![true],
@@ -330,6 +400,18 @@ impl Plan {
         )
         .map_err(|e| PlanError::ServerFlags(e.to_string()))
     }
+}
+
+/// Whether `sh` finds `program` (a file, a builtin or a reserved word such as `for`), as `command -v`
+/// answers.
+fn program_exists(program: &str) -> bool {
+    !program.is_empty()
+        && std::process::Command::new("sh")
+            .args(["-c", "command -v \"$1\"", "sh", program])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 /// `a`, `b`, … `z`, then `s26`, `s27`, …

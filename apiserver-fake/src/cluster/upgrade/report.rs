@@ -59,6 +59,9 @@ pub struct RunReport {
     pub latency_ms: Latency,
     /// Per phase of the schedule.
     pub phases: Vec<PhaseReport>,
+    /// `--exec`: how the user's program ended (`exit status: 0`, or killed at the end of the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec_status: Option<String>,
 }
 
 /// Latency percentiles in milliseconds.
@@ -302,6 +305,7 @@ impl RunReport {
                 local_p99: percentile(&local, 99.0),
             },
             phases,
+            exec_status: None,
         }
     }
 }
@@ -366,6 +370,11 @@ impl Report {
         row(&mut out, "missed watch events", &|r| {
             r.missed_watch_events.to_string()
         });
+        if self.runs.iter().any(|r| r.exec_status.is_some()) {
+            row(&mut out, "`--exec` program", &|r| {
+                r.exec_status.clone().unwrap_or_default()
+            });
+        }
         row(&mut out, "proxied p50 / p99 (ms)", &|r| {
             format!(
                 "{:.2} / {:.2}",
