@@ -23,6 +23,7 @@ pub mod componentstatus;
 pub mod defaults;
 pub mod delete;
 pub mod field_validation;
+pub mod garbage_collection;
 pub mod generation;
 pub mod lifecycle;
 pub mod list_options;

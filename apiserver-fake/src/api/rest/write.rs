@@ -387,6 +387,7 @@ async fn create_object(
             return Err(Status::invalid(&req.resource.group_kind(), shown, causes));
         }
     }
+    super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &object)?;
     if let Some(namespace) = &req.namespace {
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
     }
@@ -649,6 +650,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     let mut next = merge_for_write(req, &current, object)?;
     check_main_resource(req, &next)?;
+    super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
     record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
@@ -724,6 +726,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         let mut next = merge_for_write(req, &current, patched)?;
         super::object::drop_empty_metadata(&mut next);
         check_main_resource(req, &next)?;
+        super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
         match &applied {
             Some(applied) => {
                 record_apply(req, Some(&current), applied, &mut next)?;
