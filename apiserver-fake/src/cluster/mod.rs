@@ -5,6 +5,7 @@
 //! per server (`DIR/NAME.kubeconfig`), a static bearer token (`DIR/token`, for HTTP load tools) and
 //! `DIR/cluster.json`, prints a table and runs until SIGINT/SIGTERM.
 
+pub mod controller_manager;
 pub mod etcd_process;
 pub mod process;
 pub mod upgrade;
@@ -53,6 +54,10 @@ pub struct ClusterArgs {
     /// the admin kubeconfigs and the demo token are in system:masters, which RBAC binds to cluster-admin).
     #[arg(long)]
     pub authorization_mode: Option<String>,
+    /// Do not run the controller manager (the namespace controller) against the cluster; namespaces
+    /// then stay `Terminating` until something finalizes them (e.g. `apiserver-fake controller-manager`).
+    #[arg(long)]
+    pub no_controller_manager: bool,
 }
 
 impl ClusterArgs {
@@ -594,12 +599,33 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         cluster = start_cluster(args.dir.clone(), args.members(), args.port) => cluster?,
         () = &mut signal => return Ok(()),
     };
+    let controllers = if args.no_controller_manager {
+        None
+    } else {
+        Some(
+            controller_manager::InProcessControllerManager::start(
+                &controller_manager_kubeconfig(&cluster.dir, &args.members()),
+                ::controller_manager::ControllerManagerOptions::default(),
+            )
+            .await
+            .context("failed to start the controller manager")?,
+        )
+    };
     print_banner(&cluster.table(), &cluster.dir);
     signal.await;
     // Gone before the servers are: a script never finds the manifest of a cluster that is stopping.
     remove_manifest(&cluster.dir)?;
+    if let Some(controllers) = controllers {
+        controllers.stop().await;
+    }
     cluster.shutdown().await;
     Ok(())
+}
+
+/// The kubeconfig the cluster's controller manager uses: the first server's (admin credentials).
+fn controller_manager_kubeconfig(dir: &Path, members: &[MemberSpec]) -> PathBuf {
+    let first = members.first().map_or("a", |m| m.name.as_str());
+    certs::PkiPaths::new(dir).kubeconfig(first)
 }
 
 fn print_banner(table: &str, dir: &Path) {
@@ -630,10 +656,22 @@ async fn run_process_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         cluster = ProcessCluster::start(&binary, args.dir.clone(), args.members(), args.port, backend, &args.etcd_prefix) => cluster?,
         () = &mut signal => return Ok(()),
     };
+    let controllers = if args.no_controller_manager {
+        None
+    } else {
+        Some(controller_manager::ControllerManagerProcess::spawn(
+            &binary,
+            cluster.dir(),
+            &controller_manager_kubeconfig(cluster.dir(), &args.members()),
+        )?)
+    };
     print_banner(&cluster.table(), cluster.dir());
     println!("etcd: {}", cluster.etcd_servers().join(","));
     signal.await;
     remove_manifest(cluster.dir())?;
+    if let Some(controllers) = controllers {
+        controllers.stop().await;
+    }
     cluster.shutdown().await;
     Ok(())
 }

@@ -7,9 +7,8 @@
 //!
 //! Responses follow the registries: resources whose upstream store sets `ReturnDeletedObject` (pods,
 //! services, namespaces, custom resources, ...) answer with the object, the others with a `Success`
-//! Status naming the object. Deleting a namespace removes the namespaced objects in it (the namespace
-//! controller's job, done synchronously) and answers with the namespace marked `Terminating`; deleting a
-//! CRD removes its custom resources.
+//! Status naming the object. Deleting a namespace marks it `Terminating` and leaves its content to the
+//! namespace controller ([`super::namespace_deletion`]); deleting a CRD removes its custom resources.
 
 use axum::body::Body;
 use axum::response::Response;
@@ -157,27 +156,18 @@ async fn delete_one(
     if let Some(pre) = &options.preconditions {
         check_preconditions(req, &current, pre)?;
     }
+    if storage == namespaces() {
+        return super::namespace_deletion::delete(req, key, current, options.dry_run).await;
+    }
     if let Some(pending) = mark_deleting(req, key, current.clone(), options).await? {
         return Ok(pending);
     }
     if options.dry_run {
         return Ok(current);
     }
-    let is_namespace = storage == namespaces();
-    if is_namespace {
-        empty_namespace(req, &key.name).await;
-    }
-    let mut deleted = store.delete(&storage, key, options.preconditions.clone()).await?;
+    let deleted = store.delete(&storage, key, options.preconditions.clone()).await?;
     if storage == custom_resource_definitions() {
         delete_custom_resources(req, &deleted).await;
-    }
-    if is_namespace {
-        set_in(
-            &mut deleted,
-            &["metadata", "deletionTimestamp"],
-            json!(crate::store::now_timestamp()),
-        );
-        set_in(&mut deleted, &["status", "phase"], json!("Terminating"));
     }
     Ok(deleted)
 }
@@ -250,14 +240,6 @@ async fn mark_deleting(
 
 /// Attempts of [`mark_deleting`] against concurrent writers.
 const MARK_ATTEMPTS: usize = 5;
-
-/// The namespace controller's work, done at once: delete every namespaced object in `namespace`.
-async fn empty_namespace(req: &RestRequest<'_>, namespace: &str) {
-    let store = req.ctx.store.as_ref();
-    for resource in req.ctx.catalog.namespaced_resources() {
-        delete_all(store, &resource, Some(namespace)).await;
-    }
-}
 
 /// The CRD finalizer's work: delete the custom resources of a deleted CRD.
 async fn delete_custom_resources(req: &RestRequest<'_>, crd: &Value) {

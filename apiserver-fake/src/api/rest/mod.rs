@@ -29,6 +29,7 @@ pub mod lifecycle;
 pub mod list_options;
 pub mod managed_fields;
 pub mod names;
+pub mod namespace_deletion;
 pub mod negotiation;
 pub mod object;
 pub mod pagination;

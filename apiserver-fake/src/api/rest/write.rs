@@ -568,14 +568,22 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
 }
 
 /// After a write: an object being deleted whose last finalizer is gone is removed (what the generic
-/// registry's update does when `deletionTimestamp` is set and `finalizers` is empty).
+/// registry's update does when `deletionTimestamp` is set and `finalizers` is empty; for a namespace,
+/// `spec.finalizers` too: upstream's `ShouldDeleteNamespaceDuringUpdate`).
 async fn finish_deletion(req: &RestRequest<'_>, written: Value) -> Result<Value, Status> {
     let deleting = written.pointer("/metadata/deletionTimestamp").is_some();
     let finalizers_left = written
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| !f.is_empty());
-    if deleting && !finalizers_left {
+    // A namespace also waits for its `spec.finalizers` (the namespace controller's `finalize`).
+    let is_namespace = req.resource.group.is_empty() && req.resource.resource == "namespaces";
+    let goes = if is_namespace {
+        super::namespace_deletion::should_delete_during_update(&written)
+    } else {
+        deleting && !finalizers_left
+    };
+    if goes {
         return match req
             .ctx
             .store
