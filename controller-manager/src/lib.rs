@@ -7,7 +7,8 @@
 //!
 //! - a shared [`DiscoveryCache`] (aggregated discovery, refreshed every 30 s),
 //! - the controllers [`controllers::known`] lists that `--controllers` selects, each with upstream's
-//!   name: the namespace controller (`namespace-controller`, alias `namespace`), and
+//!   name: the namespace controller (`namespace-controller`, alias `namespace`) and the garbage
+//!   collector (`garbage-collector-controller`, alias `garbagecollector`), and
 //! - a Prometheus registry their metrics go to (upstream's names, e.g. `workqueue_adds_total`).
 //!
 //! It runs no workload controllers (no Deployment, ReplicaSet, Job or Pod controllers): objects are
