@@ -269,7 +269,8 @@ pub fn select_controllers(
         .collect())
 }
 
-/// A client of the cluster `path` (a kubeconfig file) points at, with its current context.
+/// A client of the cluster `path` (a kubeconfig file) points at, with its current context, that does
+/// not retry failed requests itself (client-go's behaviour for answers without `Retry-After`).
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Error> {
     let fail = |message: String| Error::Kubeconfig {
         path: path.display().to_string(),
@@ -279,10 +280,14 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Error> 
     // cannot choose. Already installed (by the embedding process) is fine.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?;
-    let config =
+    let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
             .await
             .map_err(|e| fail(e.to_string()))?;
+    // kube's default retries every 503 up to 15 times (backing off to minutes): a failing proxied
+    // delete would hold a namespace sync for that long. client-go retries only answers carrying
+    // Retry-After; the controllers' work queues do the retrying.
+    config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| fail(e.to_string()))
 }
 
