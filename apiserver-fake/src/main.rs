@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use apiserver_fake::cluster::controller_manager::{ControllerManagerArgs, run_controller_manager};
 use apiserver_fake::cluster::upgrade::{UpgradeArgs, run_upgrade};
 use apiserver_fake::cluster::{ClusterArgs, run_cluster};
 use apiserver_fake::server::config::ServerFlags;
@@ -43,6 +44,9 @@ enum Command {
     /// Roll a cluster of fakes from one Kubernetes minor to the next under client load and report what
     /// clients saw, with the Mixed Version Proxy and without.
     Upgrade(UpgradeArgs),
+    /// Run the controller manager (the namespace controller) against a cluster through a kubeconfig,
+    /// as kube-controller-manager runs beside kube-apiserver.
+    ControllerManager(ControllerManagerArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,8 @@ fn main() -> ExitCode {
     // its progress line. `RUST_LOG` still turns them on.
     let default_filter = match cli.command {
         Some(Command::Upgrade(_)) => "off",
+        // Its decisions (what it deleted, what it finalized) are what an operator reads.
+        Some(Command::ControllerManager(_)) => "warn,controller_manager=info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -85,6 +91,7 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Cluster(args)) => run_cluster(args).await,
             Some(Command::Upgrade(args)) => run_upgrade(args).await,
+            Some(Command::ControllerManager(args)) => run_controller_manager(args).await,
             None => run_server(cli.server, cli.exit_when_stdin_closes).await,
         }
     });

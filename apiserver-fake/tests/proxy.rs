@@ -46,7 +46,14 @@ async fn jobs_are_served_through_the_server_that_lacks_batch_v1() {
         "yes"
     );
 
-    let deleted = a.send(Method::DELETE, &format!("{JOBS}/seed"), &[], None).await;
+    let deleted = a
+        .send(
+            Method::DELETE,
+            &format!("{JOBS}/seed?propagationPolicy=Background"),
+            &[],
+            None,
+        )
+        .await;
     assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text());
     assert_eq!(b.get(&format!("{JOBS}/seed")).await.status, StatusCode::NOT_FOUND);
 

@@ -656,7 +656,11 @@ async fn custom_resources_reject_strategic_merge_and_return_deleted_objects() {
 async fn delete_returns_status_for_jobs_and_honours_finalizers() {
     let api = Api::new();
     let created = api.post(JOBS, job("a")).await.json();
-    let deleted = api.delete(&format!("{JOBS}/a")).await;
+    // batch/v1 Jobs orphan by default (upstream's back compatibility): a delete without a policy leaves
+    // the `orphan` finalizer for the garbage collector; kubectl sends `Background`.
+    let deleted = api
+        .delete(&format!("{JOBS}/a?propagationPolicy=Background"))
+        .await;
     assert_eq!(deleted.status, StatusCode::OK);
     let deleted = deleted.json();
     assert_eq!(deleted["kind"], "Status");
@@ -669,6 +673,14 @@ async fn delete_returns_status_for_jobs_and_honours_finalizers() {
         api.delete(&format!("{JOBS}/a")).await.status,
         StatusCode::NOT_FOUND
     );
+    api.post(JOBS, job("o")).await;
+    let orphaning = api.delete(&format!("{JOBS}/o")).await.json();
+    assert_eq!(
+        orphaning["metadata"]["finalizers"],
+        json!(["orphan"]),
+        "{orphaning}"
+    );
+    assert_eq!(orphaning["metadata"]["deletionGracePeriodSeconds"], 0);
 
     let mut guarded = job("g");
     guarded["metadata"]["finalizers"] = json!(["example.com/keep"]);
@@ -700,6 +712,158 @@ async fn delete_returns_status_for_jobs_and_honours_finalizers() {
     assert_eq!(precondition.status, StatusCode::CONFLICT);
 }
 
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+}
+
+async fn delete_with(api: &Api, uri: &str, options: Value) -> Reply {
+    api.send(
+        Method::DELETE,
+        uri,
+        &[("content-type", "application/json")],
+        options.to_string().into_bytes(),
+    )
+    .await
+}
+
+/// `propagationPolicy` and `orphanDependents` leave the garbage collector's finalizers as upstream's
+/// registry does: Foreground and Orphan keep the object (deletionTimestamp, grace 0) until the finalizer
+/// goes; Background deletes at once; a later delete may switch the finalizer; the legacy
+/// `orphanDependents: false` on an object that stays answers 202.
+#[tokio::test]
+async fn propagation_policies_leave_upstreams_finalizers() {
+    let api = Api::new();
+    for name in ["fg", "orphan", "bg", "legacy", "dry"] {
+        assert_eq!(
+            api.post(CONFIGMAPS, configmap(name)).await.status,
+            StatusCode::CREATED
+        );
+    }
+    let fg = delete_with(
+        &api,
+        &format!("{CONFIGMAPS}/fg"),
+        json!({"propagationPolicy": "Foreground"}),
+    )
+    .await;
+    assert_eq!(fg.status, StatusCode::OK);
+    let fg = fg.json();
+    assert_eq!(fg["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    assert_eq!(fg["metadata"]["deletionGracePeriodSeconds"], 0);
+    let marked_at = fg["metadata"]["deletionTimestamp"].clone();
+    assert!(marked_at.is_string(), "{fg}");
+    // Switched to orphaning by a second delete; the deletion timestamp stays.
+    let switched = api
+        .delete(&format!("{CONFIGMAPS}/fg?propagationPolicy=Orphan"))
+        .await
+        .json();
+    assert_eq!(switched["metadata"]["finalizers"], json!(["orphan"]));
+    assert_eq!(switched["metadata"]["deletionTimestamp"], marked_at);
+    // Background removes the GC finalizer, and with no finalizer left the object goes.
+    let gone = api
+        .delete(&format!("{CONFIGMAPS}/fg?propagationPolicy=Background"))
+        .await;
+    assert_eq!(gone.status, StatusCode::OK, "{}", gone.text);
+    assert_eq!(
+        api.get(&format!("{CONFIGMAPS}/fg")).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let orphan = delete_with(
+        &api,
+        &format!("{CONFIGMAPS}/orphan"),
+        json!({"orphanDependents": true}),
+    )
+    .await;
+    assert_eq!(orphan.json()["metadata"]["finalizers"], json!(["orphan"]));
+    let bg = api
+        .delete(&format!("{CONFIGMAPS}/bg?propagationPolicy=Background"))
+        .await;
+    assert_eq!(bg.json()["status"], "Success");
+    assert_eq!(
+        api.get(&format!("{CONFIGMAPS}/bg")).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let mut held = configmap("legacy");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    api.put(&format!("{CONFIGMAPS}/legacy"), held).await;
+    let accepted = delete_with(
+        &api,
+        &format!("{CONFIGMAPS}/legacy"),
+        json!({"orphanDependents": false}),
+    )
+    .await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.text);
+    assert_eq!(
+        accepted.json()["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+
+    let dry = api
+        .delete(&format!(
+            "{CONFIGMAPS}/dry?propagationPolicy=Foreground&dryRun=All"
+        ))
+        .await
+        .json();
+    assert_eq!(dry["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    let stored = api.get(&format!("{CONFIGMAPS}/dry")).await.json();
+    assert!(stored["metadata"].get("finalizers").is_none(), "{stored}");
+    assert!(stored["metadata"].get("deletionTimestamp").is_none(), "{stored}");
+}
+
+/// Bad delete options and owner references get upstream's 422 and change nothing.
+#[tokio::test]
+async fn bad_delete_options_and_owner_references_are_refused_with_nothing_half_done() {
+    let api = Api::new();
+    api.post(CONFIGMAPS, configmap("kept")).await;
+    let both = delete_with(
+        &api,
+        &format!("{CONFIGMAPS}/kept"),
+        json!({"orphanDependents": true, "propagationPolicy": "Background"}),
+    )
+    .await;
+    assert_eq!(both.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        both.json()["message"],
+        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"Background\": orphanDependents and deletionPropagation cannot be both set"
+    );
+    let unknown = api
+        .delete(&format!("{CONFIGMAPS}/kept?propagationPolicy=Sideways"))
+        .await;
+    assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        unknown.json()["details"]["causes"][0],
+        json!({"reason": "FieldValueNotSupported", "field": "propagationPolicy",
+               "message": "Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""})
+    );
+    let kept = api.get(&format!("{CONFIGMAPS}/kept")).await.json();
+    assert!(kept["metadata"].get("deletionTimestamp").is_none(), "{kept}");
+
+    let mut no_uid = configmap("dependent");
+    no_uid["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "kept"}]);
+    let refused = api.post(CONFIGMAPS, no_uid).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        refused.json()["message"],
+        "ConfigMap \"dependent\" is invalid: metadata.ownerReferences.uid: Invalid value: \"\": must not be empty"
+    );
+    assert_eq!(
+        api.get(&format!("{CONFIGMAPS}/dependent")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let both_finalizers = api
+        .patch(
+            &format!("{CONFIGMAPS}/kept"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"finalizers":["orphan","foregroundDeletion"]}}"#,
+        )
+        .await;
+    assert_eq!(both_finalizers.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let kept = api.get(&format!("{CONFIGMAPS}/kept")).await.json();
+    assert!(kept["metadata"].get("finalizers").is_none(), "{kept}");
+}
+
 #[tokio::test]
 async fn deletecollection_and_selectors() {
     let api = Api::new();
@@ -718,7 +882,11 @@ async fn deletecollection_and_selectors() {
     assert_eq!(by_field["items"].as_array().unwrap().len(), 2);
     let bad = api.get(&format!("{JOBS}?fieldSelector=spec.x=1")).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
-    let deleted = api.delete(&format!("{JOBS}?labelSelector=app!=c")).await;
+    let deleted = api
+        .delete(&format!(
+            "{JOBS}?labelSelector=app!=c&propagationPolicy=Background"
+        ))
+        .await;
     assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text);
     assert_eq!(deleted.json()["items"].as_array().unwrap().len(), 2);
     let left = api.get(JOBS).await.json();
@@ -914,9 +1082,10 @@ async fn namespaces_and_crds() {
     );
     let deleted = api.delete("/api/v1/namespaces/team").await.json();
     assert_eq!(deleted["status"]["phase"], "Terminating");
+    // The namespace controller empties it (through the API); the server only marks it.
     assert_eq!(
         api.get("/api/v1/namespaces/team/configmaps/c").await.status,
-        StatusCode::NOT_FOUND
+        StatusCode::OK
     );
 
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -995,7 +1164,8 @@ async fn watch_sends_current_state_then_changes_as_they_happen() {
         r#"{"spec":{"parallelism":2}}"#,
     )
     .await;
-    api.delete(&format!("{JOBS}/b")).await;
+    api.delete(&format!("{JOBS}/b?propagationPolicy=Background"))
+        .await;
     let changes = next_events(&mut body, 3).await;
     let summary: Vec<(String, String)> = changes
         .iter()

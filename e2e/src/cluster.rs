@@ -5,7 +5,9 @@
 //! peer-resolution mode, hostname, timing knobs, any other kube-apiserver flag); [`ClusterBuilder::start`]
 //! writes the PKI, starts every server on `127.0.0.<n>` with an ephemeral port and waits until each is
 //! ready. [`TestCluster`] hands out clients, kubeconfigs and the shared store, and can kill, stop and
-//! restart single servers.
+//! restart single servers. Unless told otherwise, a controller manager (the namespace controller) runs
+//! against the cluster through the first server's kubeconfig, as kube-controller-manager runs beside
+//! kube-apiserver: deleted namespaces are emptied and go.
 //!
 //! The store is chosen by the environment ([`StoreBackend::from_env`]): the in-memory store every server
 //! of the process shares (the default), or, with `KUBE_MVP_STORE=etcd`, a private etcd, each server with
@@ -22,9 +24,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver_fake::cluster::controller_manager::InProcessControllerManager;
 use apiserver_fake::server::RunningServer;
 use apiserver_fake::server::config::ServerFlags;
 use apiserver_fake::store::{MemoryStore, Store};
+pub use controller_manager::ControllerManagerOptions;
 use mvp_core::PeerResolutionMode;
 
 use crate::client::{ClientIdentity, HttpsClient};
@@ -407,6 +411,15 @@ impl ServerBuilder {
 pub struct ClusterBuilder {
     servers: Vec<ServerBuilder>,
     ready_timeout: Duration,
+    controller_manager: Option<ControllerManagerSpec>,
+}
+
+/// Where and how a fixture cluster's controller manager runs.
+#[derive(Debug, Clone)]
+struct ControllerManagerSpec {
+    /// The server whose kubeconfig it uses (`None`: the first).
+    through: Option<String>,
+    options: ControllerManagerOptions,
 }
 
 impl Default for ClusterBuilder {
@@ -421,7 +434,40 @@ impl ClusterBuilder {
         Self {
             servers: Vec::new(),
             ready_timeout: Duration::from_secs(10),
+            controller_manager: Some(ControllerManagerSpec {
+                through: None,
+                options: ControllerManagerOptions::default(),
+            }),
         }
+    }
+
+    /// Runs no controller manager: deleted namespaces stay `Terminating` (their content stays too).
+    pub fn without_controller_manager(mut self) -> Self {
+        self.controller_manager = None;
+        self
+    }
+
+    /// Runs the controller manager through server `name`'s kubeconfig (default: the first server's),
+    /// so it sees what clients of that server see.
+    pub fn controller_manager_through(mut self, name: &str) -> Self {
+        self.controller_manager
+            .get_or_insert_with(|| ControllerManagerSpec {
+                through: None,
+                options: ControllerManagerOptions::default(),
+            })
+            .through = Some(name.to_owned());
+        self
+    }
+
+    /// The controller manager's options (controllers, namespace deletion grace period, ...).
+    pub fn controller_manager_options(mut self, options: ControllerManagerOptions) -> Self {
+        self.controller_manager
+            .get_or_insert_with(|| ControllerManagerSpec {
+                through: None,
+                options: ControllerManagerOptions::default(),
+            })
+            .options = options;
+        self
     }
 
     /// Adds server `name`, configured by `configure` (start from the defaults: version 1.36, all default
@@ -483,6 +529,7 @@ impl ClusterBuilder {
         })?;
         let (store, etcd) = open_store(StoreBackend::from_env()?).await?;
         let mut cluster = TestCluster {
+            controller_manager: None,
             store,
             etcd,
             servers: Vec::new(),
@@ -505,6 +552,21 @@ impl ClusterBuilder {
         for server in &cluster.servers {
             cluster.wait_ready(server).await?;
         }
+        if let Some(spec) = self.controller_manager {
+            let through = match spec.through {
+                Some(name) => name,
+                None => cluster
+                    .servers
+                    .first()
+                    .map(|s| s.builder.name.clone())
+                    .ok_or_else(|| FixtureError::Layout("a controller manager needs a server".to_owned()))?,
+            };
+            let kubeconfig = cluster.kubeconfig(&through)?;
+            let manager = InProcessControllerManager::start(&kubeconfig, spec.options)
+                .await
+                .map_err(|e| FixtureError::ControllerManager(format!("{e:#}")))?;
+            cluster.controller_manager = Some(manager);
+        }
         Ok(cluster)
     }
 }
@@ -520,6 +582,8 @@ struct ClusterServer {
 
 /// A running cluster of fakes. Dropping it aborts every server and removes its files.
 pub struct TestCluster {
+    /// First field: stopped before the servers go.
+    controller_manager: Option<InProcessControllerManager>,
     store: Arc<dyn Store>,
     etcd: Option<EtcdLocation>,
     servers: Vec<ClusterServer>,
@@ -738,8 +802,11 @@ impl TestCluster {
         self.wait_ready(&self.servers[index]).await
     }
 
-    /// Stops every server gracefully, then removes the files.
+    /// Stops the controller manager, then every server gracefully, then removes the files.
     pub async fn shutdown(mut self) {
+        if let Some(manager) = self.controller_manager.take() {
+            manager.stop().await;
+        }
         for server in &mut self.servers {
             if let Some(running) = server.running.take() {
                 running.shutdown().await;

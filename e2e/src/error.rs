@@ -42,6 +42,9 @@ pub enum FixtureError {
         /// The readiness timeout.
         seconds: u64,
     },
+    /// The controller manager did not start.
+    #[error("controller manager: {0}")]
+    ControllerManager(String),
     /// No server of that name is part of the cluster (or it has been stopped).
     #[error("no running server named {0:?}")]
     UnknownServer(String),

@@ -8,6 +8,7 @@
 //! described by a YAML file ([`config_file`]); the presets are such files.
 
 pub mod config_file;
+pub mod controller_manager;
 pub mod etcd_process;
 pub mod load_balancer;
 pub mod process;
@@ -68,6 +69,10 @@ pub struct ClusterArgs {
     /// the admin kubeconfigs and the demo token are in system:masters, which RBAC binds to cluster-admin).
     #[arg(long)]
     pub authorization_mode: Option<String>,
+    /// Do not run the controller manager (the namespace controller) against the cluster; namespaces
+    /// then stay `Terminating` until something finalizes them (e.g. `apiserver-fake controller-manager`).
+    #[arg(long)]
+    pub no_controller_manager: bool,
 }
 
 impl ClusterArgs {
@@ -83,7 +88,7 @@ impl ClusterArgs {
     }
 
     /// The cluster to start: `--config`'s file or the preset, with the command line's `--etcd`,
-    /// `--etcd-servers`, `--lb` and `--authorization-mode` applied.
+    /// `--etcd-servers`, `--lb`, `--authorization-mode` and `--no-controller-manager` applied.
     pub fn cluster_config(&self) -> anyhow::Result<ClusterConfig> {
         let mut config = match &self.config {
             Some(path) => ClusterConfig::read(path)?,
@@ -98,6 +103,9 @@ impl ClusterArgs {
         }
         if let Some(lb) = self.lb {
             config.lb = lb;
+        }
+        if self.no_controller_manager {
+            config.controller_manager = false;
         }
         if let Some(mode) = &self.authorization_mode {
             for member in &mut config.members {
@@ -697,9 +705,22 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
     // A signal during start-up drops the half-started cluster, which stops its servers.
+    let first = config.members.first().map_or_else(|| "a".to_owned(), |m| m.name.clone());
     let cluster = tokio::select! {
         cluster = start_cluster_behind(args.dir.clone(), config.members, args.port, config.lb) => cluster?,
         () = &mut signal => return Ok(()),
+    };
+    let controllers = if !config.controller_manager {
+        None
+    } else {
+        Some(
+            controller_manager::InProcessControllerManager::start(
+                &controller_manager_kubeconfig(&cluster.dir, &first),
+                ::controller_manager::ControllerManagerOptions::default(),
+            )
+            .await
+            .context("failed to start the controller manager")?,
+        )
     };
     print_banner(&cluster.table(), &cluster.dir);
     if let Some(balancer) = &cluster.balancer {
@@ -708,8 +729,16 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     signal.await;
     // Gone before the servers are: a script never finds the manifest of a cluster that is stopping.
     remove_manifest(&cluster.dir)?;
+    if let Some(controllers) = controllers {
+        controllers.stop().await;
+    }
     cluster.shutdown().await;
     Ok(())
+}
+
+/// The kubeconfig the cluster's controller manager uses: the first server's (admin credentials).
+fn controller_manager_kubeconfig(dir: &Path, first: &str) -> PathBuf {
+    certs::PkiPaths::new(dir).kubeconfig(first)
 }
 
 fn print_banner(table: &str, dir: &Path) {
@@ -736,9 +765,19 @@ async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow
     let binary = std::env::current_exe().context("cannot find this binary to start its servers")?;
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
+    let first = config.members.first().map_or_else(|| "a".to_owned(), |m| m.name.clone());
     let cluster = tokio::select! {
         cluster = ProcessCluster::start_behind(&binary, args.dir.clone(), config.members, args.port, backend, &args.etcd_prefix, config.lb) => cluster?,
         () = &mut signal => return Ok(()),
+    };
+    let controllers = if !config.controller_manager {
+        None
+    } else {
+        Some(controller_manager::ControllerManagerProcess::spawn(
+            &binary,
+            cluster.dir(),
+            &controller_manager_kubeconfig(cluster.dir(), &first),
+        )?)
     };
     print_banner(&cluster.table(), cluster.dir());
     println!("etcd: {}", cluster.etcd_servers().join(","));
@@ -747,6 +786,9 @@ async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow
     }
     signal.await;
     remove_manifest(cluster.dir())?;
+    if let Some(controllers) = controllers {
+        controllers.stop().await;
+    }
     cluster.shutdown().await;
     Ok(())
 }

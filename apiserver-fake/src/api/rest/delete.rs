@@ -1,13 +1,14 @@
 //! `delete` and `deletecollection`, with `DeleteOptions` (body or query): preconditions, `dryRun`,
-//! `propagationPolicy` (validated and accepted; there is no garbage collector, so every policy deletes
-//! at once), and finalizers (an object with finalizers only gets `deletionTimestamp`; it goes once a
-//! write removes the last one).
+//! `propagationPolicy` and `orphanDependents` (the `orphan` and `foregroundDeletion` finalizers they
+//! leave, decided in [`super::garbage_collection`]), and finalizers (an object with finalizers only gets
+//! `deletionTimestamp` and `deletionGracePeriodSeconds: 0`; it goes once a write removes the last one).
+//! Every resource deletes as upstream's non-graceful strategies do (the fake has no kubelet, so Pods,
+//! which are never bound, go at once as upstream's unscheduled Pods do).
 //!
 //! Responses follow the registries: resources whose upstream store sets `ReturnDeletedObject` (pods,
 //! services, namespaces, custom resources, ...) answer with the object, the others with a `Success`
-//! Status naming the object. Deleting a namespace removes the namespaced objects in it (the namespace
-//! controller's job, done synchronously) and answers with the namespace marked `Terminating`; deleting a
-//! CRD removes its custom resources.
+//! Status naming the object. Deleting a namespace marks it `Terminating` and leaves its content to the
+//! namespace controller ([`super::namespace_deletion`]); deleting a CRD removes its custom resources.
 
 use axum::body::Body;
 use axum::response::Response;
@@ -15,11 +16,12 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::garbage_collection::{self, Propagation};
 use super::lifecycle::{custom_resource_definitions, namespaces};
 use super::object::{meta_str, set_in};
 use super::read::{Selection, list_metadata, render_object, respond_list};
 use super::{RestRequest, read_body};
-use crate::api::status::{GroupKind, Status, StatusCause, StatusDetails};
+use crate::api::status::{Status, StatusDetails};
 use crate::store::{ObjectKey, Preconditions, StorageResource, resource_version};
 
 #[derive(Debug, Default, Deserialize)]
@@ -34,6 +36,7 @@ struct PreconditionsBody {
 struct DeleteOptionsBody {
     preconditions: Option<PreconditionsBody>,
     propagation_policy: Option<String>,
+    orphan_dependents: Option<bool>,
     dry_run: Option<Vec<String>>,
 }
 
@@ -42,6 +45,7 @@ struct DeleteOptionsBody {
 struct DeleteOptions {
     preconditions: Option<Preconditions>,
     dry_run: bool,
+    propagation: Propagation,
 }
 
 async fn delete_options(req: &RestRequest<'_>, body: Body) -> Result<DeleteOptions, Status> {
@@ -51,23 +55,7 @@ async fn delete_options(req: &RestRequest<'_>, body: Body) -> Result<DeleteOptio
     } else {
         serde_json::from_slice(&body).map_err(|e| Status::bad_request(e.to_string()))?
     };
-    let policy = parsed
-        .propagation_policy
-        .as_deref()
-        .or(req.query.get("propagationPolicy"));
-    if let Some(policy) = policy.filter(|p| !matches!(*p, "" | "Foreground" | "Background" | "Orphan")) {
-        return Err(Status::invalid(
-            &GroupKind::new("meta.k8s.io", "DeleteOptions"),
-            "",
-            vec![StatusCause {
-                reason: "FieldValueNotSupported".to_owned(),
-                message: format!(
-                    "Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
-                ),
-                field: "propagationPolicy".to_owned(),
-            }],
-        ));
-    }
+    let propagation = propagation_options(req, &parsed)?;
     let dry_run = match parsed.dry_run {
         Some(values) if values.iter().any(|v| v != "All") => {
             return Err(Status::bad_request(format!(
@@ -96,7 +84,23 @@ async fn delete_options(req: &RestRequest<'_>, body: Body) -> Result<DeleteOptio
     Ok(DeleteOptions {
         preconditions,
         dry_run,
+        propagation,
     })
+}
+
+/// `orphanDependents` and `propagationPolicy` from the body, else the query, validated as upstream's
+/// handler does before anything is read.
+fn propagation_options(req: &RestRequest<'_>, parsed: &DeleteOptionsBody) -> Result<Propagation, Status> {
+    let policy = parsed
+        .propagation_policy
+        .as_deref()
+        .or(req.query.get("propagationPolicy"));
+    let orphan = match parsed.orphan_dependents {
+        Some(orphan) => Some(orphan),
+        None if req.query.get("orphanDependents").is_some() => Some(req.query.flag("orphanDependents")?),
+        None => None,
+    };
+    Propagation::parse(orphan, policy)
 }
 
 /// Whether the registry of `group`/`resource` answers deletes with the object (`ReturnDeletedObject`).
@@ -152,54 +156,90 @@ async fn delete_one(
     if let Some(pre) = &options.preconditions {
         check_preconditions(req, &current, pre)?;
     }
-    let has_finalizers = current
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|f| !f.is_empty());
-    if has_finalizers {
-        if current.pointer("/metadata/deletionTimestamp").is_some() || options.dry_run {
-            return Ok(current);
-        }
-        let mut marked = current.clone();
-        set_in(
-            &mut marked,
-            &["metadata", "deletionTimestamp"],
-            json!(crate::store::now_timestamp()),
-        );
-        set_in(&mut marked, &["metadata", "deletionGracePeriodSeconds"], json!(0));
-        return Ok(store
-            .update(&storage, key, marked, resource_version(&current))
-            .await?);
+    if storage == namespaces() {
+        return super::namespace_deletion::delete(req, key, current, options.dry_run).await;
+    }
+    if let Some(pending) = mark_deleting(req, key, current.clone(), options).await? {
+        return Ok(pending);
     }
     if options.dry_run {
         return Ok(current);
     }
-    let is_namespace = storage == namespaces();
-    if is_namespace {
-        empty_namespace(req, &key.name).await;
-    }
-    let mut deleted = store.delete(&storage, key, options.preconditions.clone()).await?;
+    let deleted = store.delete(&storage, key, options.preconditions.clone()).await?;
     if storage == custom_resource_definitions() {
         delete_custom_resources(req, &deleted).await;
-    }
-    if is_namespace {
-        set_in(
-            &mut deleted,
-            &["metadata", "deletionTimestamp"],
-            json!(crate::store::now_timestamp()),
-        );
-        set_in(&mut deleted, &["status", "phase"], json!("Terminating"));
     }
     Ok(deleted)
 }
 
-/// The namespace controller's work, done at once: delete every namespaced object in `namespace`.
-async fn empty_namespace(req: &RestRequest<'_>, namespace: &str) {
-    let store = req.ctx.store.as_ref();
-    for resource in req.ctx.catalog.namespaced_resources() {
-        delete_all(store, &resource, Some(namespace)).await;
+/// `updateForGracefulDeletionAndFinalizers` for a non-graceful strategy: when the object has finalizers
+/// once this delete's GC finalizers are applied ([`Propagation::deletion_finalizers`]), it is written with
+/// them, `deletionTimestamp` (kept when already set) and `deletionGracePeriodSeconds: 0` (a first
+/// marking bumps a non-zero `generation`), and returned: it stays until its finalizers are removed.
+/// `None`: no finalizers are left, the caller deletes it now. Retried on a write conflict as
+/// `GuaranteedUpdate` does; under dry run nothing is written.
+async fn mark_deleting(
+    req: &RestRequest<'_>,
+    key: &ObjectKey,
+    mut current: Value,
+    options: &DeleteOptions,
+) -> Result<Option<Value>, Status> {
+    let storage = req.resource.storage();
+    let policy = garbage_collection::default_policy(&req.resource);
+    for _ in 0..MARK_ATTEMPTS {
+        let existing = garbage_collection::finalizers(&current);
+        let update = options.propagation.deletion_finalizers(policy, &existing);
+        let finalizers = update.clone().unwrap_or(existing);
+        if finalizers.is_empty() {
+            tracing::debug!(resource = ?storage, name = %key.name, "no finalizers: deleting now");
+            return Ok(None);
+        }
+        let already_deleting = current.pointer("/metadata/deletionTimestamp").is_some();
+        let grace_zero = current.pointer("/metadata/deletionGracePeriodSeconds") == Some(&json!(0));
+        if already_deleting && grace_zero && update.is_none() {
+            // GuaranteedUpdate of an unchanged object writes nothing.
+            return Ok(Some(current));
+        }
+        let mut marked = current.clone();
+        set_in(&mut marked, &["metadata", "finalizers"], json!(finalizers));
+        if !already_deleting {
+            if let Some(generation) = marked.pointer("/metadata/generation").and_then(Value::as_i64)
+                && generation > 0
+            {
+                set_in(&mut marked, &["metadata", "generation"], json!(generation + 1));
+            }
+            set_in(
+                &mut marked,
+                &["metadata", "deletionTimestamp"],
+                json!(crate::store::now_timestamp()),
+            );
+        }
+        set_in(&mut marked, &["metadata", "deletionGracePeriodSeconds"], json!(0));
+        tracing::debug!(resource = ?storage, name = %key.name, ?finalizers, "marked for deletion: waiting for finalizers");
+        if options.dry_run {
+            return Ok(Some(marked));
+        }
+        match req
+            .ctx
+            .store
+            .update(&storage, key, marked, resource_version(&current))
+            .await
+        {
+            Ok(written) => return Ok(Some(written)),
+            Err(crate::store::StoreError::Conflict { .. }) => {
+                current = req.ctx.store.get(&storage, key).await?;
+                if let Some(pre) = &options.preconditions {
+                    check_preconditions(req, &current, pre)?;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
+    Err(Status::conflict(&req.resource.group_resource(), &key.name))
 }
+
+/// Attempts of [`mark_deleting`] against concurrent writers.
+const MARK_ATTEMPTS: usize = 5;
 
 /// The CRD finalizer's work: delete the custom resources of a deleted CRD.
 async fn delete_custom_resources(req: &RestRequest<'_>, crd: &Value) {
@@ -235,7 +275,14 @@ pub async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
             .is_some_and(|f| !f.is_empty());
     if still_there || returns_deleted_object(&req.resource.group, &req.resource.resource, req.resource.custom)
     {
-        return Ok(req.respond(StatusCode::OK, &render_object(req, deleted)));
+        // Upstream answers 202 only when the object stays and the client asked for cascading with the
+        // legacy `orphanDependents: false`.
+        let code = if still_there && options.propagation.orphan_dependents == Some(false) {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::OK
+        };
+        return Ok(req.respond(code, &render_object(req, deleted)));
     }
     let status = Status::success(StatusDetails {
         name: req.info.name.clone(),

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::ResourceInfo;
 use super::object::set_in;
-use crate::api::status::Status;
+use crate::api::status::{Status, StatusCause};
 use crate::store::GroupResource;
 use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 
@@ -142,7 +142,7 @@ pub fn establish_crd(crd: &mut Value, now: &str) {
 }
 
 /// `NamespaceLifecycle` admission for creates: the namespace must exist (system namespaces always do)
-/// and must not be terminating.
+/// and must not be terminating (403 with upstream's text and its `NamespaceTerminating` cause).
 pub async fn admit_create(
     store: &dyn Store,
     resource: &ResourceInfo,
@@ -153,11 +153,23 @@ pub async fn admit_create(
         return Ok(());
     }
     match store.get(&namespaces(), &ObjectKey::cluster(namespace)).await {
-        Ok(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => Err(Status::forbidden(
-            &resource.group_resource(),
-            name,
-            &format!("unable to create new content in namespace {namespace} because it is being terminated"),
-        )),
+        Ok(ns) if ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") => {
+            let mut status = Status::forbidden(
+                &resource.group_resource(),
+                name,
+                &format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+            );
+            if let Some(details) = status.details.as_mut() {
+                details.causes.push(StatusCause {
+                    reason: "NamespaceTerminating".to_owned(),
+                    message: format!("namespace {namespace} is being terminated"),
+                    field: "metadata.namespace".to_owned(),
+                });
+            }
+            Err(status)
+        }
         Ok(_) => Ok(()),
         Err(StoreError::NotFound { .. }) => Err(Status::not_found(
             &GroupResource::new("", "namespaces"),

@@ -176,8 +176,10 @@ pub fn merge_write(req: &RestRequest<'_>, current: &Value, incoming: &Value) -> 
             set_or_remove(&mut next, &["status", "conditions"], conditions);
         }
         ("namespaces", "finalize") => {
+            // `omitempty`: an empty list is no field.
             let finalizers = incoming
                 .pointer("/spec/finalizers")
+                .filter(|f| f.as_array().is_none_or(|f| !f.is_empty()))
                 .cloned()
                 .unwrap_or(Value::Null);
             set_or_remove(&mut next, &["spec", "finalizers"], finalizers);

@@ -387,6 +387,7 @@ async fn create_object(
             return Err(Status::invalid(&req.resource.group_kind(), shown, causes));
         }
     }
+    super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &object)?;
     if let Some(namespace) = &req.namespace {
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
     }
@@ -567,14 +568,22 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
 }
 
 /// After a write: an object being deleted whose last finalizer is gone is removed (what the generic
-/// registry's update does when `deletionTimestamp` is set and `finalizers` is empty).
+/// registry's update does when `deletionTimestamp` is set and `finalizers` is empty; for a namespace,
+/// `spec.finalizers` too: upstream's `ShouldDeleteNamespaceDuringUpdate`).
 async fn finish_deletion(req: &RestRequest<'_>, written: Value) -> Result<Value, Status> {
     let deleting = written.pointer("/metadata/deletionTimestamp").is_some();
     let finalizers_left = written
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| !f.is_empty());
-    if deleting && !finalizers_left {
+    // A namespace also waits for its `spec.finalizers` (the namespace controller's `finalize`).
+    let is_namespace = req.resource.group.is_empty() && req.resource.resource == "namespaces";
+    let goes = if is_namespace {
+        super::namespace_deletion::should_delete_during_update(&written)
+    } else {
+        deleting && !finalizers_left
+    };
+    if goes {
         return match req
             .ctx
             .store
@@ -649,6 +658,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     let mut next = merge_for_write(req, &current, object)?;
     check_main_resource(req, &next)?;
+    super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
     record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
@@ -724,6 +734,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         let mut next = merge_for_write(req, &current, patched)?;
         super::object::drop_empty_metadata(&mut next);
         check_main_resource(req, &next)?;
+        super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
         match &applied {
             Some(applied) => {
                 record_apply(req, Some(&current), applied, &mut next)?;

@@ -102,6 +102,23 @@ pub fn prepare_for_update(resource: &ResourceInfo, current: &Value, next: &mut V
     match (resource.group.as_str(), resource.resource.as_str()) {
         ("", "services") => service_ip::patch_allocated_values(current, next),
         ("batch", "jobs") => batch::keep_selector(current, next),
+        // namespaceStrategy.PrepareForUpdate: only `finalize` changes `spec.finalizers`.
+        ("", "namespaces") => match current.get("spec").and_then(|s| s.get("finalizers")) {
+            Some(finalizers) => {
+                if let Some(spec) = next
+                    .entry("spec")
+                    .or_insert_with(|| serde_json::json!({}))
+                    .as_object_mut()
+                {
+                    spec.insert("finalizers".to_owned(), finalizers.clone());
+                }
+            }
+            None => {
+                if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.remove("finalizers");
+                }
+            }
+        },
         _ => {}
     }
 }
