@@ -705,7 +705,10 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
     // A signal during start-up drops the half-started cluster, which stops its servers.
-    let first = config.members.first().map_or_else(|| "a".to_owned(), |m| m.name.clone());
+    let first = config
+        .members
+        .first()
+        .map_or_else(|| "a".to_owned(), |m| m.name.clone());
     let cluster = tokio::select! {
         cluster = start_cluster_behind(args.dir.clone(), config.members, args.port, config.lb) => cluster?,
         () = &mut signal => return Ok(()),
@@ -765,7 +768,10 @@ async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow
     let binary = std::env::current_exe().context("cannot find this binary to start its servers")?;
     let signal = crate::shutdown_signal();
     tokio::pin!(signal);
-    let first = config.members.first().map_or_else(|| "a".to_owned(), |m| m.name.clone());
+    let first = config
+        .members
+        .first()
+        .map_or_else(|| "a".to_owned(), |m| m.name.clone());
     let cluster = tokio::select! {
         cluster = ProcessCluster::start_behind(&binary, args.dir.clone(), config.members, args.port, backend, &args.etcd_prefix, config.lb) => cluster?,
         () = &mut signal => return Ok(()),
