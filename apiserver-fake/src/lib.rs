@@ -26,8 +26,9 @@
 //! The crate is laid out by the role of its code in serving a request; the top-level modules depend on
 //! each other in one direction only (a module may use the ones listed before it, never a later one):
 //!
-//! 1. [`protobuf`]: Kubernetes' protobuf encoding of built-in objects (request bodies, etcd values);
-//!    depends on nothing else here.
+//! 1. [`protobuf`]: Kubernetes' protobuf encoding of built-in objects (request bodies, etcd values),
+//!    and [`go_duration`]: Go's duration syntax, as kube-apiserver reads its flags and parameters; both
+//!    depend on nothing else here.
 //! 2. [`store`]: the cluster's shared storage (the fake's "etcd").
 //! 3. [`api`]: what a server answers (API tables, discovery, OpenAPI, REST handlers, Status errors).
 //! 4. [`controllers`]: background controllers and what they publish (identity lease, StorageVersion,
@@ -42,6 +43,7 @@ pub mod api;
 pub mod chain;
 pub mod cluster;
 pub mod controllers;
+pub mod go_duration;
 pub mod protobuf;
 pub mod server;
 pub mod store;

@@ -78,6 +78,9 @@ fn bad_values_give_one_line_errors() {
         vec![TLS[0], TLS[1], "--authorization-mode=AlwaysDeny,AlwaysDeny"],
         vec![TLS[0], TLS[1], "--request-timeout=forever"],
         vec![TLS[0], TLS[1], "--request-timeout=0s"],
+        // Non-ASCII text once panicked the duration parser.
+        vec![TLS[0], TLS[1], "--request-timeout=1\u{e9}s"],
+        vec![TLS[0], TLS[1], "--request-timeout=\u{b5}s"],
         vec!["--secure-port=6443"],
         vec![TLS[0], TLS[1], "--secure-port=0", "--bind-address=127.0.0.1"],
     ] {

@@ -281,6 +281,11 @@ async fn a_proxied_request_to_a_hung_peer_times_out_with_504() {
     let hole = hang_peer(&cluster).await;
     for (path, within) in [
         (format!("{JOBS}?timeout=500ms"), Duration::from_millis(2500)),
+        // Go's micro sign (U+00B5) as a unit: 500 ms.
+        (
+            format!("{JOBS}?timeout=500000%C2%B5s"),
+            Duration::from_millis(2500),
+        ),
         (JOBS.to_owned(), Duration::from_secs(5)),
     ] {
         let started = std::time::Instant::now();
@@ -305,6 +310,13 @@ async fn a_proxied_request_to_a_hung_peer_times_out_with_504() {
     assert_eq!(
         bad.json()["message"],
         "invalid timeout specified in the request URL - time: invalid duration \"soon\""
+    );
+    // A unit Go does not know, quoted as Go quotes non-ASCII text.
+    let bad = a.get(&format!("{JOBS}?timeout=1%C3%A9")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        bad.json()["message"],
+        "invalid timeout specified in the request URL - time: unknown unit \"\\xc3\\xa9\" in duration \"1\\xc3\\xa9\""
     );
     drop(hole);
 }

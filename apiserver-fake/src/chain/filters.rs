@@ -2,7 +2,6 @@
 //! into middleware; [`super::handler_chain`] puts them in order.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -187,17 +186,13 @@ pub(super) async fn request_deadline<S: ServerContext>(
     let timeout = match requested {
         None => maximum,
         // Zero or negative: no timeout of the client's own, so the server's.
-        Some(value) => match go_parse_duration::parse_duration(&value) {
-            Ok(nanos) => u64::try_from(nanos)
-                .ok()
-                .map(Duration::from_nanos)
+        Some(value) => match crate::go_duration::parse_std(&value) {
+            Ok(timeout) => timeout
                 .filter(|t| !t.is_zero() && *t < maximum)
                 .unwrap_or(maximum),
-            Err(_) => {
-                return Status::bad_request(format!(
-                    "invalid timeout specified in the request URL - time: invalid duration {value:?}"
-                ))
-                .into_response();
+            Err(err) => {
+                return Status::bad_request(format!("invalid timeout specified in the request URL - {err}"))
+                    .into_response();
             }
         },
     };

@@ -117,8 +117,7 @@ pub(super) fn from_json(
             set("nanos", Value::from(at.nanosecond()));
         }
         (Special::Duration, Value::String(text)) => {
-            let nanos = go_parse_duration::parse_duration(text)
-                .map_err(|_| invalid(format!("time: invalid duration {text:?}")))?;
+            let nanos = crate::go_duration::parse(text).map_err(|e| invalid(e.to_string()))?;
             set("duration", Value::from(nanos));
         }
         (Special::Quantity, Value::String(text)) => set("string", Value::String(text.clone())),

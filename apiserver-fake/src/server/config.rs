@@ -672,6 +672,5 @@ fn default_interface_address() -> Option<IpAddr> {
 
 /// A Go duration (`time.ParseDuration`: `1m0s`, `500ms`, `1h30m`); `None` if malformed or negative.
 pub fn go_duration(text: &str) -> Option<Duration> {
-    let nanos = go_parse_duration::parse_duration(text).ok()?;
-    u64::try_from(nanos).ok().map(Duration::from_nanos)
+    crate::go_duration::parse_std(text).ok().flatten()
 }
