@@ -61,7 +61,8 @@ pub enum RunMode {
     InProcess,
     /// Every server its own OS process of this binary.
     Processes,
-    /// Every server its own container (the e2e containers suite; not `cluster` yet).
+    /// Every server its own Docker container of this binary, etcd in a container too
+    /// ([`crate::cluster::containers`]).
     Containers,
 }
 
@@ -252,11 +253,19 @@ impl ClusterConfig {
         };
         // What the command can run, checked here so that the mistake points at the file.
         match (run, &store, raw.run.as_ref(), raw.store.as_ref()) {
-            (RunMode::Containers, _, Some(at), _) => {
+            (RunMode::Containers, StoreChoice::Memory, Some(at), _) => {
                 return Err(err(
                     &at.referenced,
                     "run",
-                    "containers are run by the e2e containers suite (e2e::containers::ContainerCluster), not by `cluster` yet; use processes".to_owned(),
+                    "containers share their objects through etcd: add `store: etcd` (it runs in a container too)".to_owned(),
+                ));
+            }
+            (RunMode::Containers, StoreChoice::ExistingEtcd(_), _, Some(at)) => {
+                return Err(err(
+                    &at.referenced,
+                    "store",
+                    "containers run their own etcd in a container on their network: use `store: etcd`"
+                        .to_owned(),
                 ));
             }
             (RunMode::Processes, StoreChoice::Memory, Some(at), _) => {
