@@ -6,8 +6,8 @@
 //! reads the servers' audit logs by user agent), and how an operator would on a real cluster.
 //!
 //! What the fake does as upstream: both flags are needed (a path without a policy records nothing);
-//! `-` is standard output; the policy is `audit.k8s.io/v1` `Policy` (or `v1beta1`), its first matching
-//! rule sets the level (`None`, `Metadata`, `Request`, `RequestResponse`), a policy without rules is
+//! `-` is standard output; the policy is `audit.k8s.io/v1` `Policy` (refused with upstream's
+//! `LoadPolicyFromFile` messages otherwise), its first matching rule sets the level (`None`, `Metadata`, `Request`, `RequestResponse`), a policy without rules is
 //! refused, rules match on `users`, `userGroups`, `verbs`, `resources` (`group`, `resources` with
 //! `*`, `resource/subresource`, `*/subresource` and `resource/*`, `resourceNames`), `namespaces` and
 //! `nonResourceURLs` (a trailing `*` is a prefix); `omitStages` of the policy and of the rule are
@@ -26,24 +26,34 @@ use serde_json::{Value, json};
 /// Why an audit policy or log could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
-    /// The policy file cannot be read.
-    #[error("failed to read audit policy file {path}: {source}")]
+    /// The policy file cannot be read (upstream's wording, Go's error text for the usual causes).
+    #[error("failed to read file path {:?}: open {}: {}", .path.display().to_string(), .path.display(), go_io_error(.source))]
     Read {
         /// `--audit-policy-file`.
         path: PathBuf,
         /// Why.
         source: std::io::Error,
     },
-    /// The policy does not parse or is not an audit policy.
-    #[error("failed decoding audit policy file {path}: {message}")]
+    /// The policy does not parse.
+    #[error("failed decoding: {message}: from file {}", .path.display())]
     Decode {
         /// `--audit-policy-file`.
         path: PathBuf,
         /// Why.
         message: String,
     },
+    /// Not an `audit.k8s.io/v1` `Policy` (upstream prints the group/version/kind it found).
+    #[error("unknown group version field {api_version}, Kind={kind} in policy: from file {}", .path.display())]
+    NotAPolicy {
+        /// `--audit-policy-file`.
+        path: PathBuf,
+        /// The file's `apiVersion`.
+        api_version: String,
+        /// The file's `kind`.
+        kind: String,
+    },
     /// Upstream's wording for a policy without rules.
-    #[error("loaded illegal policy with 0 rules from file {0}")]
+    #[error("loaded illegal policy with 0 rules: from file {}", .0.display())]
     NoRules(PathBuf),
     /// The log file cannot be opened for appending.
     #[error("failed to open audit log {path}: {source}")]
@@ -157,16 +167,14 @@ impl AuditPolicy {
             path: path.to_owned(),
             message,
         };
-        let raw: RawPolicy = serde_saphyr::from_str(text).map_err(|e| decode(e.to_string()))?;
-        if !matches!(
-            raw.api_version.as_str(),
-            "audit.k8s.io/v1" | "audit.k8s.io/v1beta1"
-        ) || raw.kind != "Policy"
-        {
-            return Err(decode(format!(
-                "expected audit.k8s.io/v1 Policy, got {} {}",
-                raw.api_version, raw.kind
-            )));
+        let raw: RawPolicy = serde_saphyr::from_str(text)
+            .map_err(|e| decode(e.to_string().lines().collect::<Vec<_>>().join("; ")))?;
+        if raw.api_version != "audit.k8s.io/v1" || raw.kind != "Policy" {
+            return Err(AuditError::NotAPolicy {
+                path: path.to_owned(),
+                api_version: raw.api_version,
+                kind: raw.kind,
+            });
         }
         if raw.rules.is_empty() {
             return Err(AuditError::NoRules(path.to_owned()));
@@ -394,6 +402,15 @@ impl AuditLog {
     }
 }
 
+/// Go's text for the usual reasons a file cannot be opened.
+fn go_io_error(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        _ => err.to_string(),
+    }
+}
+
 fn user_json(user: &UserInfo) -> Value {
     let mut value = json!({"username": user.name});
     if !user.uid.is_empty() {
@@ -464,13 +481,20 @@ mod tests {
         let err = policy("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "loaded illegal policy with 0 rules from file policy.yaml"
+            "loaded illegal policy with 0 rules: from file policy.yaml"
         );
         let err = policy("apiVersion: v1\nkind: ConfigMap\nrules: [{level: Metadata}]\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "failed decoding audit policy file policy.yaml: expected audit.k8s.io/v1 Policy, got v1 ConfigMap"
+            "unknown group version field v1, Kind=ConfigMap in policy: from file policy.yaml"
         );
-        assert!(policy("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Loud}]\n").is_err());
+        let err = AuditPolicy::load(Path::new("/nonexistent/policy.yaml")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "failed to read file path \"/nonexistent/policy.yaml\": open /nonexistent/policy.yaml: no such file or directory"
+        );
+        let err = policy("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Loud}]\n").unwrap_err();
+        assert!(err.to_string().starts_with("failed decoding: "), "{err}");
+        assert!(!err.to_string().contains('\n'), "{err}");
     }
 }
