@@ -283,3 +283,75 @@ fn exec_of_a_missing_program_is_a_one_line_error_before_anything_starts() {
     );
     assert!(!dir.exists(), "nothing started, nothing written");
 }
+
+/// What the `--exec` program's own requests got, from the servers' audit logs by user agent: a kubectl
+/// script that asks for v1 MutatingAdmissionPolicies (only 1.36 serves them) and prints `404` for
+/// each NotFound it gets. The report counts as many 404s for kubectl's user agent as the script saw
+/// (one more at most: a request answered just as the script was stopped), false 404s only without
+/// the proxy, and none of the simulator's own requests.
+#[test]
+fn exec_reports_what_the_programs_own_requests_got_by_user_agent() {
+    let kubectl = Command::new("kubectl").args(["version", "--client"]).output();
+    if !kubectl.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: this test needs kubectl on PATH");
+        return;
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = out.path().to_str().expect("utf-8 path");
+    let script = r#"while :; do
+      if answer=$(kubectl get --raw /apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies 2>&1); then echo ok
+      else case "$answer" in *NotFound*) echo 404 ;; *) echo "other: $answer" ;; esac; fi
+      sleep 0.05
+    done"#;
+    let (ok, stdout, stderr) = upgrade(&[
+        "--from=1.35",
+        "--to=1.36",
+        "--servers=2",
+        "--dwell-seconds=2",
+        "--final-dwell-seconds=1",
+        "--exec",
+        script,
+        "--out",
+        dir,
+    ]);
+    assert!(ok, "{stderr}\n{stdout}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).expect("report.json"))
+            .expect("report.json is JSON");
+    for run in report["runs"].as_array().expect("runs") {
+        let name = if run["mvp"] == true { "on" } else { "off" };
+        let log = std::fs::read_to_string(out.path().join(format!("exec-mvp-{name}.log"))).expect("log");
+        let seen_404 = log.lines().filter(|l| *l == "404").count();
+        let agents = run["exec_requests"].as_object().expect("exec_requests");
+        // kubectl's own (`kubectl/v1.x …`) and, from 1.32 on, its dispatcher's version check
+        // (`kubectl-dispatcher/…`); none of the simulator's (`upgrade-sim`).
+        assert!(
+            agents.keys().all(|agent| agent.starts_with("kubectl")),
+            "only kubectl's requests: {agents:?}"
+        );
+        let counts = agents
+            .iter()
+            .find_map(|(agent, counts)| agent.starts_with("kubectl/").then_some(counts))
+            .unwrap_or_else(|| panic!("kubectl's user agent: {agents:?}"));
+        let reported_404 = counts["by_code"]["404"].as_u64().unwrap_or(0);
+        let reported_404 = usize::try_from(reported_404).expect("count");
+        assert!(
+            (seen_404..=seen_404 + 1).contains(&reported_404),
+            "MVP {name}: the script saw {seen_404} 404s, the audit logs {reported_404}: {counts}\n{log}"
+        );
+        assert!(
+            seen_404 > 0,
+            "before the first upgrade no server serves them: {log}"
+        );
+        if name == "on" {
+            assert_eq!(counts["false_404"], 0, "{counts}");
+        } else {
+            assert!(counts["false_404"].as_u64() > Some(0), "{counts}");
+        }
+    }
+    let markdown = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
+    assert!(
+        markdown.contains("- `--exec` requests of `kubectl/"),
+        "{markdown}"
+    );
+}

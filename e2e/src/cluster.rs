@@ -5,7 +5,9 @@
 //! peer-resolution mode, hostname, timing knobs, any other kube-apiserver flag); [`ClusterBuilder::start`]
 //! writes the PKI, starts every server on `127.0.0.<n>` with an ephemeral port and waits until each is
 //! ready. [`TestCluster`] hands out clients, kubeconfigs and the shared store, and can kill, stop and
-//! restart single servers. Unless told otherwise, a controller manager (the namespace controller) runs
+//! restart single servers. With [`ClusterBuilder::load_balancer`] a load balancer (the embedded one or
+//! HAProxy, as `apiserver-fake cluster` runs them) fronts the servers, and
+//! [`TestCluster::balancer_kubeconfig`] points at it. Unless told otherwise, a controller manager (the namespace controller) runs
 //! against the cluster through the first server's kubeconfig, as kube-controller-manager runs beside
 //! kube-apiserver: deleted namespaces are emptied and go.
 //!
@@ -25,6 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver_fake::cluster::controller_manager::InProcessControllerManager;
+pub use apiserver_fake::cluster::load_balancer::LoadBalancerKind;
+use apiserver_fake::cluster::load_balancer::{self, RunningBalancer};
 use apiserver_fake::server::RunningServer;
 use apiserver_fake::server::config::ServerFlags;
 use apiserver_fake::store::{MemoryStore, Store};
@@ -412,6 +416,7 @@ pub struct ClusterBuilder {
     servers: Vec<ServerBuilder>,
     ready_timeout: Duration,
     controller_manager: Option<ControllerManagerSpec>,
+    balancer: LoadBalancerKind,
 }
 
 /// Where and how a fixture cluster's controller manager runs.
@@ -438,7 +443,18 @@ impl ClusterBuilder {
                 through: None,
                 options: ControllerManagerOptions::default(),
             }),
+            balancer: LoadBalancerKind::None,
         }
+    }
+
+    /// Puts a load balancer of `kind` in front of the servers, as `apiserver-fake cluster` does (TCP,
+    /// round robin per connection, `/readyz` checked every second; [`LoadBalancerKind::Haproxy`]
+    /// needs `haproxy` on `PATH`), on `127.0.0.254` with a free port; every server's certificate
+    /// carries that address. Clients reach it through [`TestCluster::balancer_kubeconfig`] and
+    /// [`TestCluster::balancer_client`]. The controller manager still talks to its server directly.
+    pub fn load_balancer(mut self, kind: LoadBalancerKind) -> Self {
+        self.balancer = kind;
+        self
     }
 
     /// Runs no controller manager: deleted namespaces stay `Terminating` (their content stays too).
@@ -518,7 +534,10 @@ impl ClusterBuilder {
         let spec = certs::PkiSpec::new(
             members
                 .iter()
-                .map(|(server, ip)| certs::ServerSpec::new(server.name.clone(), [IpAddr::V4(*ip)])),
+                // The balancer's address too, as kubeadm adds the control-plane endpoint.
+                .map(|(server, ip)| {
+                    certs::ServerSpec::new(server.name.clone(), [IpAddr::V4(*ip), load_balancer::LB_IP])
+                }),
         );
         let pki = certs::Pki::generate(&spec)?;
         let paths = pki.write_to(dir.path())?;
@@ -530,6 +549,7 @@ impl ClusterBuilder {
         let (store, etcd) = open_store(StoreBackend::from_env()?).await?;
         let mut cluster = TestCluster {
             controller_manager: None,
+            balancer: None,
             store,
             etcd,
             servers: Vec::new(),
@@ -552,6 +572,7 @@ impl ClusterBuilder {
         for server in &cluster.servers {
             cluster.wait_ready(server).await?;
         }
+        cluster.start_balancer(self.balancer).await?;
         if let Some(spec) = self.controller_manager {
             let through = match spec.through {
                 Some(name) => name,
@@ -584,6 +605,8 @@ struct ClusterServer {
 pub struct TestCluster {
     /// First field: stopped before the servers go.
     controller_manager: Option<InProcessControllerManager>,
+    /// Stopped before the servers go too.
+    balancer: Option<RunningBalancer>,
     store: Arc<dyn Store>,
     etcd: Option<EtcdLocation>,
     servers: Vec<ClusterServer>,
@@ -605,6 +628,64 @@ impl std::fmt::Debug for TestCluster {
 }
 
 impl TestCluster {
+    /// Starts the balancer of `kind` over every server and writes its kubeconfig.
+    async fn start_balancer(&mut self, kind: LoadBalancerKind) -> Result<()> {
+        let balancer_error = |e| FixtureError::Start {
+            server: load_balancer::KUBECONFIG_NAME.to_owned(),
+            message: format!("load balancer: {e:#}"),
+        };
+        let backends = self
+            .servers
+            .iter()
+            .filter_map(|s| Some((s.builder.name.clone(), s.running.as_ref()?.local_addr())))
+            .collect();
+        self.balancer = RunningBalancer::start(kind, 0, backends, self.dir.path())
+            .await
+            .map_err(balancer_error)?;
+        if let Some(balancer) = &self.balancer {
+            load_balancer::write_kubeconfig(self.dir.path(), &self.pki, balancer).map_err(balancer_error)?;
+        }
+        Ok(())
+    }
+
+    /// The load balancer in front, when the builder asked for one.
+    pub fn balancer(&self) -> Option<&RunningBalancer> {
+        self.balancer.as_ref()
+    }
+
+    /// The admin kubeconfig of the load balancer (`DIR/cluster.kubeconfig`).
+    pub fn balancer_kubeconfig(&self) -> Result<PathBuf> {
+        self.balancer
+            .as_ref()
+            .map(|_| self.paths.kubeconfig(load_balancer::KUBECONFIG_NAME))
+            .ok_or_else(|| FixtureError::UnknownServer(load_balancer::KUBECONFIG_NAME.to_owned()))
+    }
+
+    /// An HTTPS client of the load balancer as `admin`; each new connection may reach another
+    /// server.
+    pub fn balancer_client(&self) -> Result<HttpsClient> {
+        let balancer = self
+            .balancer
+            .as_ref()
+            .ok_or_else(|| FixtureError::UnknownServer(load_balancer::KUBECONFIG_NAME.to_owned()))?;
+        HttpsClient::new(
+            load_balancer::KUBECONFIG_NAME,
+            &balancer.url(),
+            &self.paths.ca_cert,
+            ClientIdentity::Certificate {
+                cert: self.paths.admin_cert.clone(),
+                key: self.paths.admin_key.clone(),
+            },
+        )
+    }
+
+    /// kubectl through the load balancer, or `None` (with the reason printed) when kubectl is not
+    /// installed.
+    pub fn balancer_kubectl(&self) -> Result<Option<Kubectl>> {
+        let kubeconfig = self.balancer_kubeconfig()?;
+        Ok(Kubectl::find().map(|binary| Kubectl::new(binary, kubeconfig, self.dir())))
+    }
+
     async fn start_server(&self, builder: &ServerBuilder, ip: Ipv4Addr) -> Result<RunningServer> {
         let invalid = |message: String| FixtureError::InvalidFlags {
             server: builder.name.clone(),
@@ -797,6 +878,11 @@ impl TestCluster {
         }
         let (builder, ip) = (self.servers[index].builder.clone(), self.servers[index].ip);
         let running = self.start_server(&builder, ip).await?;
+        // The embedded balancer learns the new port (HAProxy keeps the configuration it started
+        // with: a restarted server is out of its rotation).
+        if let Some(RunningBalancer::Embedded(balancer)) = &self.balancer {
+            balancer.set_backend(index, running.local_addr());
+        }
         self.servers[index].server_id = running.server_id().to_owned();
         self.servers[index].running = Some(running);
         self.wait_ready(&self.servers[index]).await
@@ -806,6 +892,9 @@ impl TestCluster {
     pub async fn shutdown(mut self) {
         if let Some(manager) = self.controller_manager.take() {
             manager.stop().await;
+        }
+        if let Some(balancer) = self.balancer.take() {
+            balancer.shutdown().await;
         }
         for server in &mut self.servers {
             if let Some(running) = server.running.take() {

@@ -60,8 +60,8 @@ pub mod python;
 
 pub use client::{ClientIdentity, ExchangeRequest, HttpsClient};
 pub use cluster::{
-    ADMIN_TOKEN, ClusterBuilder, ControllerManagerOptions, JANE_TOKEN, MVP_GATE, PeerProxy, STORE_ENV,
-    ServerBuilder, StoreBackend, TestCluster,
+    ADMIN_TOKEN, ClusterBuilder, ControllerManagerOptions, JANE_TOKEN, LoadBalancerKind, MVP_GATE, PeerProxy,
+    STORE_ENV, ServerBuilder, StoreBackend, TestCluster,
 };
 pub use error::{FixtureError, Result};
 pub use eventually::eventually;

@@ -6,6 +6,10 @@
 //! `a` (batch/v1 disabled) reaches Jobs only through `b` or `c`. Timing knobs: identity leases of 3 s
 //! renewed every second, endpoint records of 3 s refreshed every second, a 2 s request timeout.
 //!
+//! The built binary's own containers mode is here too: `apiserver-fake cluster --config` with `run:
+//! containers` (three versions behind the embedded balancer, kubectl through `cluster.kubeconfig`)
+//! and `apiserver-fake upgrade --run containers --store etcd` (both ways, with the expected results).
+//!
 //! Needs the `containers` feature, a Docker engine and the `apiserver-fake` binary built with the
 //! `etcd` feature (`cargo test --workspace --all-features` builds it); otherwise it says it is
 //! skipped (and fails when `KUBE_MVP_REQUIRE_DOCKER=1`, as CI sets it).
@@ -218,5 +222,202 @@ mod with_docker {
         for name in ["a", "b"] {
             assert_eq!(cluster.client(name).unwrap().get(maps).await.unwrap().code(), 200);
         }
+    }
+    /// The built binary's `cluster` with `run: containers`: waits (up to 3 minutes: the first start
+    /// builds the images) for `DIR/cluster.json`, stops it with SIGTERM on drop.
+    struct BinaryCluster {
+        child: std::process::Child,
+    }
+
+    impl BinaryCluster {
+        fn start(binary: &std::path::Path, dir: &std::path::Path, config: &str) -> (Self, serde_json::Value) {
+            let file = dir.join("cluster.yaml");
+            std::fs::write(&file, config).expect("config file");
+            let log = std::fs::File::create(dir.join("cluster.out")).expect("log");
+            let child = std::process::Command::new(binary)
+                .arg("cluster")
+                .arg("--dir")
+                .arg(dir)
+                .arg("--config")
+                .arg(&file)
+                .args(["--port", "0", "--no-controller-manager"])
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("the binary runs");
+            let mut cluster = Self { child };
+            let deadline = std::time::Instant::now() + Duration::from_secs(180);
+            let manifest = loop {
+                if let Ok(text) = std::fs::read_to_string(dir.join("cluster.json"))
+                    && let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&text)
+                {
+                    break manifest;
+                }
+                let out = std::fs::read_to_string(dir.join("cluster.out")).unwrap_or_default();
+                assert!(
+                    cluster.child.try_wait().expect("wait").is_none(),
+                    "cluster exited: {out}"
+                );
+                assert!(std::time::Instant::now() < deadline, "no cluster.json: {out}");
+                std::thread::sleep(Duration::from_millis(200));
+            };
+            (cluster, manifest)
+        }
+
+        /// SIGTERM, then waits for the process to end.
+        fn stop(&mut self) -> std::process::ExitStatus {
+            let _ = std::process::Command::new("kill")
+                .arg(self.child.id().to_string())
+                .status();
+            self.child.wait().expect("wait")
+        }
+    }
+
+    impl Drop for BinaryCluster {
+        fn drop(&mut self) {
+            if self.child.try_wait().ok().flatten().is_none() {
+                self.stop();
+            }
+        }
+    }
+
+    fn docker_lines(args: &[&str]) -> Vec<String> {
+        let output = std::process::Command::new("docker")
+            .args(args)
+            .output()
+            .expect("docker");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cluster_with_run_containers_serves_three_versions_through_the_balancer_and_cleans_up() {
+        if !docker_available() {
+            skip("no Docker engine answers `docker info`");
+            return;
+        }
+        let binary = match fake_binary() {
+            Ok(binary) => binary,
+            Err(why) => {
+                skip(&why);
+                return;
+            }
+        };
+        let Some(kubectl) = e2e::Kubectl::find() else {
+            return;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = "servers:\n\
+            - {name: old, version: \"1.34\", feature-gates: \"UnknownVersionInteroperabilityProxy=true\"}\n\
+            - {name: mid, version: \"1.35\", feature-gates: \"UnknownVersionInteroperabilityProxy=true\"}\n\
+            - {name: new, version: \"1.36\"}\n\
+            store: etcd\nrun: containers\nlb: embedded\n";
+        let (mut cluster, manifest) = BinaryCluster::start(&binary, dir.path(), config);
+        let etcd = manifest["etcd"].as_str().expect("etcd").to_owned();
+        let network = etcd
+            .trim_start_matches("http://")
+            .trim_end_matches("-etcd:2379")
+            .to_owned();
+        assert!(network.starts_with("kube-mvp-"), "{manifest}");
+        let names = docker_lines(&[
+            "ps",
+            "--format",
+            "{{.Names}}",
+            "--filter",
+            &format!("label=kube-mvp.cluster={network}"),
+        ]);
+        for server in ["old", "mid", "new", "etcd"] {
+            assert!(
+                names.contains(&format!("{network}-{server}")),
+                "{server} runs in a container: {names:?}"
+            );
+        }
+        let kubeconfig = dir.path().join("cluster.kubeconfig");
+        let through = e2e::Kubectl::new(kubectl, kubeconfig, dir.path());
+        let mut versions = std::collections::BTreeSet::new();
+        for _ in 0..9 {
+            let out = through
+                .run(&["get", "--raw", "/version"], Duration::from_secs(30))
+                .await
+                .expect("kubectl runs");
+            assert!(out.success, "{out:?}");
+            let version: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+            versions.insert(version["minor"].as_str().unwrap_or_default().to_owned());
+        }
+        assert_eq!(
+            versions.into_iter().collect::<Vec<_>>(),
+            ["34", "35", "36"],
+            "round robin over the three containers"
+        );
+        assert!(cluster.stop().success(), "SIGTERM ends the cluster cleanly");
+        let left = docker_lines(&[
+            "ps",
+            "--all",
+            "--quiet",
+            "--filter",
+            &format!("label=kube-mvp.cluster={network}"),
+        ]);
+        assert!(left.is_empty(), "no container of the cluster is left: {left:?}");
+        assert!(
+            docker_lines(&[
+                "network",
+                "ls",
+                "--quiet",
+                "--filter",
+                &format!("name=^{network}$")
+            ])
+            .is_empty(),
+            "its network is gone"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn upgrade_with_run_containers_shows_false_404s_only_without_the_proxy() {
+        if !docker_available() {
+            skip("no Docker engine answers `docker info`");
+            return;
+        }
+        let binary = match fake_binary() {
+            Ok(binary) => binary,
+            Err(why) => {
+                skip(&why);
+                return;
+            }
+        };
+        let out = tempfile::tempdir().expect("tempdir");
+        let output = tokio::process::Command::new(&binary)
+            .args([
+                "upgrade",
+                "--from=1.35",
+                "--to=1.36",
+                "--servers=2",
+                "--run=containers",
+                "--store=etcd",
+            ])
+            .args(["--dwell-seconds=2", "--final-dwell-seconds=1", "--out"])
+            .arg(out.path())
+            .output()
+            .await
+            .expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "upgrade failed (the gate: harm with the proxy on?): {stderr}"
+        );
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+        )
+        .expect("JSON");
+        let runs = report["runs"].as_array().expect("runs");
+        let (on, off) = (&runs[0], &runs[1]);
+        for run in [on, off] {
+            assert!(run["acknowledged_writes"].as_u64() > Some(10), "{run}");
+            assert_eq!(run["lost_writes"], 0, "{run}");
+        }
+        assert_eq!(on["false_404"], 0, "{on}");
+        assert_eq!(on["missed_watch_events"], 0, "{on}");
+        assert!(off["false_404"].as_u64() > Some(0), "{off}");
     }
 }

@@ -573,6 +573,8 @@ impl IntoResponse for Status {
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // For the audit log's `responseStatus` (reason, message, details of an error).
+        response.extensions_mut().insert(self);
         response
     }
 }

@@ -90,6 +90,39 @@ pub(super) async fn record_and_classify<S: ServerContext>(
             .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
     };
     req.headers_mut().insert(AUDIT_ID_HEADER, audit_id.clone());
+    let audited = state.audit().and_then(|audit| {
+        let anonymous;
+        let user = match req.extensions().get::<UserInfo>() {
+            Some(user) => user,
+            None => {
+                anonymous = UserInfo {
+                    name: "system:anonymous".to_owned(),
+                    groups: vec!["system:unauthenticated".to_owned()],
+                    ..UserInfo::default()
+                };
+                &anonymous
+            }
+        };
+        let source_ip = req
+            .extensions()
+            .get::<ConnectionInfo>()
+            .and_then(|c| c.remote_addr)
+            .map(|a| a.ip());
+        audit.begin(
+            user,
+            &info,
+            &String::from_utf8_lossy(audit_id.as_bytes()),
+            &req.uri()
+                .path_and_query()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            req.headers()
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
+            source_ip,
+        )
+    });
+    let long_running = info.is_long_running();
     if let Some(user) = req.extensions().get::<UserInfo>() {
         state.requests().record(ServedRequest {
             user: user.clone(),
@@ -141,6 +174,14 @@ pub(super) async fn record_and_classify<S: ServerContext>(
     state
         .metrics()
         .observe_request(&verb, &group, &version, &resource, response.status().as_u16());
+    if let (Some(audit), Some(audited)) = (state.audit(), audited) {
+        audit.finish(
+            audited,
+            long_running,
+            response.status().as_u16(),
+            response.extensions().get::<Status>(),
+        );
+    }
     response
 }
 

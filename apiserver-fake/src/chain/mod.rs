@@ -8,7 +8,8 @@
 //! 1. response `Cache-Control` default (kube-apiserver's `WithCacheControl`; acts on the response);
 //! 2. authentication ([`authentication`]), then impersonation ([`impersonation`], whose permission is
 //!    checked with the authorizer here); 401 for nobody;
-//! 3. request classification (kube's `RequestInfo`), the audit ID, the request log ([`request_log`]),
+//! 3. request classification (kube's `RequestInfo`), the audit ID and audit log ([`audit`]), the request
+//!    log ([`request_log`]),
 //!    API Priority and Fairness classification ([`flow_control`]), authorization ([`authorization`],
 //!    403 here) and the request metrics, in one filter;
 //! 4. the request deadline (`--request-timeout`, 504) and, within it, API Priority and Fairness
@@ -23,6 +24,7 @@
 //! deadline wraps it, so a hung peer cannot hold a proxied request for ever.
 
 pub mod access_review;
+pub mod audit;
 pub mod authentication;
 pub mod authorization;
 mod filters;
@@ -76,6 +78,8 @@ pub trait ServerContext: Send + Sync + 'static {
     fn request_timeout(&self) -> Duration;
     /// Which users this server believed it served.
     fn requests(&self) -> &RequestLog;
+    /// The audit log (`--audit-log-path` with `--audit-policy-file`), when there is one.
+    fn audit(&self) -> Option<&audit::AuditLog>;
     /// Prometheus metrics of this server.
     fn metrics(&self) -> &ServerMetrics;
     /// The cluster's shared store.

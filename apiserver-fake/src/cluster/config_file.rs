@@ -65,7 +65,8 @@ pub enum RunMode {
     InProcess,
     /// Every server its own OS process of this binary.
     Processes,
-    /// Every server its own container (the e2e containers suite; not `cluster` yet).
+    /// Every server its own Docker container of this binary, etcd in a container too
+    /// ([`crate::cluster::containers`]).
     Containers,
 }
 
@@ -257,11 +258,19 @@ impl ClusterConfig {
         };
         // What the command can run, checked here so that the mistake points at the file.
         match (run, &store, raw.run.as_ref(), raw.store.as_ref()) {
-            (RunMode::Containers, _, Some(at), _) => {
+            (RunMode::Containers, StoreChoice::Memory, Some(at), _) => {
                 return Err(err(
                     &at.referenced,
                     "run",
-                    "containers are run by the e2e containers suite (e2e::containers::ContainerCluster), not by `cluster` yet; use processes".to_owned(),
+                    "containers share their objects through etcd: add `store: etcd` (it runs in a container too)".to_owned(),
+                ));
+            }
+            (RunMode::Containers, StoreChoice::ExistingEtcd(_), _, Some(at)) => {
+                return Err(err(
+                    &at.referenced,
+                    "store",
+                    "containers run their own etcd in a container on their network: use `store: etcd`"
+                        .to_owned(),
                 ));
             }
             (RunMode::Processes, StoreChoice::Memory, Some(at), _) => {
@@ -652,6 +661,16 @@ controllers: false
             "c.yaml:3:6: run: separate processes share their objects through etcd: add `store: etcd` (or {etcd-servers: ...})"
         );
         assert_eq!(
+            error("servers:\n- {name: a, version: \"1.36\"}\nrun: containers\n"),
+            "c.yaml:3:6: run: containers share their objects through etcd: add `store: etcd` (it runs in a container too)"
+        );
+        assert_eq!(
+            error(
+                "servers:\n- {name: a, version: \"1.36\"}\nrun: containers\nstore: {etcd-servers: \"http://x:2379\"}\n"
+            ),
+            "c.yaml:4:8: store: containers run their own etcd in a container on their network: use `store: etcd`"
+        );
+        assert_eq!(
             error("servers:\n- {name: a, version: \"1.36\"}\nlb: nginx\n"),
             "c.yaml:3:5: lb: unknown value \"nginx\" (known: embedded, haproxy, none)"
         );
@@ -682,5 +701,20 @@ controllers: false
         );
         let upgrade = ClusterConfig::preset("upgrade").expect("upgrade");
         assert_eq!(upgrade.members.len(), 3);
+    }
+
+    #[test]
+    fn every_example_file_is_a_valid_cluster() {
+        for entry in std::fs::read_dir(examples_dir()).expect("examples") {
+            let path = entry.expect("entry").path();
+            let config = ClusterConfig::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!config.members.is_empty(), "{}", path.display());
+        }
+        let containers =
+            ClusterConfig::read(&examples_dir().join("containers.yaml")).expect("containers.yaml");
+        assert_eq!(
+            (containers.run, containers.store),
+            (RunMode::Containers, StoreChoice::PrivateEtcd)
+        );
     }
 }

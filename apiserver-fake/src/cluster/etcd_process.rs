@@ -207,7 +207,7 @@ impl Drop for EtcdProcess {
 }
 
 /// Whether etcd's `/health` on `addr` says `"health":"true"`.
-fn healthy(addr: SocketAddr) -> bool {
+pub(crate) fn healthy(addr: SocketAddr) -> bool {
     let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;
     };

@@ -8,6 +8,7 @@
 //! described by a YAML file ([`config_file`]); the presets are such files.
 
 pub mod config_file;
+pub mod containers;
 pub mod controller_manager;
 pub mod etcd_process;
 pub mod load_balancer;
@@ -712,7 +713,7 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
         remove_manifest(dir)?;
     }
     let config = args.cluster_config()?;
-    if config.run == RunMode::Processes {
+    if matches!(config.run, RunMode::Processes | RunMode::Containers) {
         return run_process_cluster(args, config).await;
     }
     let signal = crate::shutdown_signal();
@@ -767,7 +768,7 @@ fn print_banner(table: &str, dir: &Path) {
 }
 
 /// `cluster --etcd` / `--etcd-servers` / `run: processes`: every server its own process of this
-/// binary on etcd.
+/// binary on etcd; `run: containers`: its own container of this binary, etcd in a container too.
 async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow::Result<()> {
     use crate::cluster::process::{EtcdBackend, ProcessCluster};
     anyhow::ensure!(
@@ -785,8 +786,33 @@ async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow
         .members
         .first()
         .map_or_else(|| "a".to_owned(), |m| m.name.clone());
+    let start = async {
+        if config.run == RunMode::Containers {
+            ProcessCluster::start_in_containers(
+                &binary,
+                args.dir.clone(),
+                config.members,
+                args.port,
+                &args.etcd_prefix,
+                config.lb,
+                Vec::new(),
+            )
+            .await
+        } else {
+            ProcessCluster::start_behind(
+                &binary,
+                args.dir.clone(),
+                config.members,
+                args.port,
+                backend,
+                &args.etcd_prefix,
+                config.lb,
+            )
+            .await
+        }
+    };
     let cluster = tokio::select! {
-        cluster = ProcessCluster::start_behind(&binary, args.dir.clone(), config.members, args.port, backend, &args.etcd_prefix, config.lb) => cluster?,
+        cluster = start => cluster?,
         () = &mut signal => return Ok(()),
     };
     let controllers = if !config.controller_manager {
@@ -799,7 +825,14 @@ async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow
         )?)
     };
     print_banner(&cluster.table(), cluster.dir());
-    println!("etcd: {}", cluster.etcd_servers().join(","));
+    if cluster.in_containers() {
+        println!(
+            "etcd: {} (in a container; servers in containers on their network, ports published on the addresses above)",
+            cluster.etcd_servers().join(",")
+        );
+    } else {
+        println!("etcd: {}", cluster.etcd_servers().join(","));
+    }
     if let Some(banner) = cluster.balancer_banner() {
         println!("{banner}");
     }

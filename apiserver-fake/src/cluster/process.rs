@@ -9,6 +9,10 @@
 //! Every server process is tied to the cluster's process by a pipe on its standard input
 //! (`--exit-when-stdin-closes`): if the cluster's process dies, even by SIGKILL, its servers shut
 //! down instead of lingering on their ports.
+//!
+//! The same cluster runs its servers in Docker containers with [`ProcessCluster::start_in_containers`]
+//! (see [`crate::cluster::containers`]): each server process is then a `docker run` whose container
+//! is stopped, killed or paused through Docker, and etcd runs in a container too.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,6 +25,7 @@ use nix::unistd::Pid;
 use serde_json::json;
 use tokio::process::{Child, Command};
 
+use crate::cluster::containers::Containers;
 use crate::cluster::etcd_process::EtcdProcess;
 use crate::cluster::load_balancer::{self, LoadBalancerKind, RunningBalancer};
 use crate::cluster::{AdminClient, MemberSpec, admin_client, member_args, write_client_files};
@@ -32,6 +37,14 @@ pub enum EtcdBackend {
     Private,
     /// An existing etcd at these client URLs (`--etcd-servers`).
     Existing(Vec<String>),
+}
+
+/// Where the servers run and keep their objects.
+enum Backend {
+    /// Processes on this etcd.
+    Etcd(EtcdBackend),
+    /// Containers on etcd in a container; these paths mounted too.
+    Containers(Vec<PathBuf>),
 }
 
 /// One server process.
@@ -56,6 +69,8 @@ pub struct ProcessCluster {
     client: AdminClient,
     ready_timeout: Duration,
     balancer: Option<RunningBalancer>,
+    /// `Some` when the servers run in containers.
+    containers: Option<Containers>,
     _tempdir: Option<tempfile::TempDir>,
 }
 
@@ -116,9 +131,64 @@ impl ProcessCluster {
         etcd_prefix: &str,
         lb: LoadBalancerKind,
     ) -> anyhow::Result<Self> {
+        Self::start_on(
+            binary,
+            dir,
+            members,
+            port,
+            Backend::Etcd(backend),
+            etcd_prefix,
+            lb,
+        )
+        .await
+    }
+
+    /// [`Self::start_behind`] with every server in a Docker container of this binary and etcd in a
+    /// container too, on a network of the cluster's own (see [`crate::cluster::containers`]);
+    /// `mounts` are absolute paths (besides the cluster's directory) the servers' flags name.
+    pub async fn start_in_containers(
+        binary: &Path,
+        dir: Option<PathBuf>,
+        members: Vec<MemberSpec>,
+        port: u16,
+        etcd_prefix: &str,
+        lb: LoadBalancerKind,
+        mounts: Vec<PathBuf>,
+    ) -> anyhow::Result<Self> {
+        Self::start_on(
+            binary,
+            dir,
+            members,
+            port,
+            Backend::Containers(mounts),
+            etcd_prefix,
+            lb,
+        )
+        .await
+    }
+
+    async fn start_on(
+        binary: &Path,
+        dir: Option<PathBuf>,
+        members: Vec<MemberSpec>,
+        port: u16,
+        backend: Backend,
+        etcd_prefix: &str,
+        lb: LoadBalancerKind,
+    ) -> anyhow::Result<Self> {
         let prepared = crate::cluster::prepare_dir(dir, &members)?;
         let (dir, pki, tempdir) = (prepared.dir, prepared.pki, prepared.tempdir);
+        let (backend, containers) = match backend {
+            Backend::Etcd(backend) => (backend, None),
+            Backend::Containers(mounts) => {
+                let dir = std::path::absolute(&dir).context("no absolute path for the cluster directory")?;
+                let containers = Containers::start(binary, &dir, mounts).await?;
+                let url = containers.etcd_url().to_owned();
+                (EtcdBackend::Existing(vec![url]), Some(containers))
+            }
+        };
         let (etcd, etcd_servers) = match backend {
+            EtcdBackend::Existing(servers) if containers.is_some() => (None, servers),
             EtcdBackend::Private => {
                 // Starting etcd polls its health with blocking sleeps: off the async workers.
                 let (data, log) = (dir.join("etcd"), dir.join("etcd.log"));
@@ -148,6 +218,7 @@ impl ProcessCluster {
             client,
             ready_timeout: Duration::from_secs(30),
             balancer: None,
+            containers,
             _tempdir: tempdir,
         };
         for spec in members {
@@ -189,23 +260,38 @@ impl ProcessCluster {
             .append(true)
             .open(&log_path)
             .with_context(|| format!("failed to open {}", log_path.display()))?;
-        let mut command = Command::new(&self.binary);
-        match &member.spec.binary {
+        let mut command = match (&self.containers, &member.spec.binary) {
+            (Some(containers), _) => {
+                let mut command = containers.run_command(
+                    &member.spec.name,
+                    SocketAddr::new(member.spec.ip, member.port),
+                    &args,
+                );
+                command.stdin(Stdio::piped());
+                command
+            }
             // A real kube-apiserver, started through this binary in a host name of its own
             // (real_member::exec_member).
-            Some(binary) => {
+            (None, Some(binary)) => {
+                let mut command = Command::new(&self.binary);
                 command
                     .args(["exec-member", "--hostname", &member.spec.name, "--"])
                     .arg(binary)
+                    .args(&args)
                     .stdin(Stdio::null());
+                command
             }
-            None => {
-                command.arg("--exit-when-stdin-closes").stdin(Stdio::piped());
+            (None, None) => {
+                let mut command = Command::new(&self.binary);
+                command
+                    .arg("--exit-when-stdin-closes")
+                    .args(&args)
+                    .stdin(Stdio::piped());
+                command
             }
-        }
+        };
         let binary = member.spec.binary.as_deref().unwrap_or(&self.binary);
         command
-            .args(&args)
             .stdout(log.try_clone()?)
             .stderr(log)
             .kill_on_drop(true)
@@ -309,9 +395,23 @@ impl ProcessCluster {
         kill(Pid::from_raw(pid), signal).with_context(|| format!("failed to send {signal} to server {name}"))
     }
 
-    /// Crashes server `name` (SIGKILL) and reaps it: nothing it published is cleaned up.
+    /// Crashes server `name` (SIGKILL, `docker kill` in a container) and reaps it: nothing it
+    /// published is cleaned up.
     pub async fn kill(&mut self, name: &str) -> anyhow::Result<()> {
         let index = self.index(name)?;
+        if let Some(containers) = &self.containers
+            && let Some(mut child) = self.members[index].child.take()
+        {
+            containers.kill(name).await?;
+            // `docker run` ends with its container.
+            if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                .await
+                .is_err()
+            {
+                child.kill().await?;
+            }
+            return Ok(());
+        }
         if let Some(mut child) = self.members[index].child.take() {
             child
                 .kill()
@@ -322,7 +422,7 @@ impl ProcessCluster {
     }
 
     /// Stalls server `name` (SIGSTOP): its sockets stay open but nothing answers, as a server stuck
-    /// in a long GC pause or on a frozen VM.
+    /// in a long GC pause or on a frozen VM. Not for containers: see [`Self::pause`].
     pub fn stall(&self, name: &str) -> anyhow::Result<()> {
         self.signal(name, Signal::SIGSTOP)
     }
@@ -332,10 +432,44 @@ impl ProcessCluster {
         self.signal(name, Signal::SIGCONT)
     }
 
+    /// Stalls server `name` however it runs: SIGSTOP for a process, `docker pause` for a container.
+    pub async fn pause(&self, name: &str) -> anyhow::Result<()> {
+        match &self.containers {
+            Some(containers) => containers.pause(name).await,
+            None => self.stall(name),
+        }
+    }
+
+    /// Undoes [`Self::pause`].
+    pub async fn unpause(&self, name: &str) -> anyhow::Result<()> {
+        match &self.containers {
+            Some(containers) => containers.unpause(name).await,
+            None => self.resume(name),
+        }
+    }
+
+    /// Whether the servers run in containers.
+    pub fn in_containers(&self) -> bool {
+        self.containers.is_some()
+    }
+
     /// Stops server `name` gracefully (SIGTERM, as kubelet stops a static pod) and waits for its
     /// process to exit (SIGKILL after 10 s).
     pub async fn stop(&mut self, name: &str) -> anyhow::Result<()> {
         let index = self.index(name)?;
+        if let Some(containers) = &self.containers
+            && let Some(mut child) = self.members[index].child.take()
+        {
+            let _ = containers.unpause(name).await;
+            containers.stop(name).await?;
+            if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                .await
+                .is_err()
+            {
+                child.kill().await?;
+            }
+            return Ok(());
+        }
         // A stalled process would never handle SIGTERM.
         let _ = self.signal(name, Signal::SIGCONT);
         self.signal(name, Signal::SIGTERM)?;
@@ -448,8 +582,16 @@ impl ProcessCluster {
                 .and_then(Child::id)
                 .and_then(|p| i32::try_from(p).ok())
             {
+                // `docker run` passes SIGTERM on to its container.
                 let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
                 let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+        }
+        if let Some(containers) = &self.containers {
+            for member in &self.members {
+                if member.child.is_some() {
+                    let _ = containers.unpause(&member.spec.name).await;
+                }
             }
         }
         for member in &mut self.members {
@@ -462,5 +604,7 @@ impl ProcessCluster {
             }
         }
         drop(self.etcd.take());
+        // Removes what is left of the containers (etcd's) and the network.
+        drop(self.containers.take());
     }
 }

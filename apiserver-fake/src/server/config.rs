@@ -213,6 +213,14 @@ pub struct ServerFlags {
     /// duration; none: no cap).
     #[arg(long)]
     pub service_account_max_token_expiration: Option<String>,
+    /// If set, all requests coming to the apiserver will be logged to this file. '-' means standard
+    /// out. (kube-apiserver's flag; JSON lines of audit.k8s.io/v1 Events, see `chain::audit`.)
+    #[arg(long)]
+    pub audit_log_path: Option<PathBuf>,
+    /// Path to the file that defines the audit policy configuration. (kube-apiserver's flag; without
+    /// it nothing is audited.)
+    #[arg(long)]
+    pub audit_policy_file: Option<PathBuf>,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -265,6 +273,8 @@ pub struct ServerOptions {
     pub authorizer: crate::chain::authorization::Authorizer,
     /// The parsed `--service-cluster-ip-range`.
     pub service_cidr: crate::api::rest::defaults::service_ip::ServiceCidr,
+    /// The loaded `--audit-policy-file`, when there is one.
+    pub audit_policy: Option<crate::chain::audit::AuditPolicy>,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
@@ -326,6 +336,9 @@ pub enum ConfigError {
     /// `--authorization-mode` names no mode, an unknown or unsupported one, or one twice.
     #[error(transparent)]
     AuthorizationMode(#[from] crate::chain::authorization::AuthorizationModeError),
+    /// `--audit-policy-file` cannot be read or is not an audit policy.
+    #[error(transparent)]
+    Audit(#[from] crate::chain::audit::AuditError),
 }
 
 #[derive(Debug, clap::Parser)]
@@ -592,7 +605,12 @@ impl ServerFlags {
                 reason: e.to_string(),
             },
         )?;
+        let audit_policy = match &self.audit_policy_file {
+            Some(path) => Some(crate::chain::audit::AuditPolicy::load(path)?),
+            None => None,
+        };
         Ok(ServerOptions {
+            audit_policy,
             service_cidr,
             peer_resolution_mode,
             flags: self.clone(),

@@ -56,6 +56,9 @@ pub enum ServerError {
     /// The peer proxy could not be built.
     #[error(transparent)]
     PeerProxy(#[from] crate::server::mvp::peer_proxy::PeerProxyError),
+    /// The audit log cannot be opened.
+    #[error(transparent)]
+    Audit(#[from] crate::chain::audit::AuditError),
     /// The secure port could not be bound.
     #[error("failed to listen on {addr}: {source}")]
     Bind {
@@ -94,6 +97,8 @@ pub struct ServerState {
     pub metrics: ServerMetrics,
     /// Which users this server believed it served.
     pub requests: crate::chain::request_log::RequestLog,
+    /// The audit log, when `--audit-log-path` and `--audit-policy-file` are set.
+    pub audit: Option<crate::chain::audit::AuditLog>,
     /// The address the server listens on.
     pub local_addr: SocketAddr,
     /// What discovery documents need to know about this server.
@@ -214,6 +219,10 @@ impl crate::chain::ServerContext for ServerState {
 
     fn requests(&self) -> &crate::chain::request_log::RequestLog {
         &self.requests
+    }
+
+    fn audit(&self) -> Option<&crate::chain::audit::AuditLog> {
+        self.audit.as_ref()
     }
 
     fn metrics(&self) -> &ServerMetrics {
@@ -497,6 +506,11 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     .await?;
     let (mvp, proxy) = installed.unzip();
     let rbac = options.authorizer.rbac().cloned().unwrap_or_default();
+    // As kube-apiserver: a log path without a policy audits nothing.
+    let audit = match (&options.flags.audit_log_path, &options.audit_policy) {
+        (Some(path), Some(policy)) => Some(crate::chain::audit::AuditLog::open(path, policy.clone())?),
+        _ => None,
+    };
     let state = Arc::new(ServerState {
         proxy,
         discovery,
@@ -513,6 +527,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         inflight,
         flow_control,
         requests: Default::default(),
+        audit,
         local_addr,
         rbac,
         authenticator: authenticator.clone(),

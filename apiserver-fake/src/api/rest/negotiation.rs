@@ -96,7 +96,10 @@ impl OutputFormat {
             encoding: self.encoding,
             transform: Transform::None,
         };
-        plain.respond(status.http_status(), &status.to_value())
+        let mut response = plain.respond(status.http_status(), &status.to_value());
+        // For the audit log's `responseStatus` (as `Status`'s own `IntoResponse` does).
+        response.extensions_mut().insert(status);
+        response
     }
 }
 

@@ -1,7 +1,8 @@
 //! The servers an upgrade run rolls, however they run: in this process on the shared in-memory store
 //! (`--run in-process`, the default), or each its own OS process of this binary on etcd (`--run
 //! processes --store etcd`), stopped with SIGTERM (SIGKILL with `--crash`) and started again at the new
-//! version as a new process, as kubelet restarts a static pod with a new image.
+//! version as a new process, as kubelet restarts a static pod with a new image; or each its own Docker
+//! container (`--run containers --store etcd`), the same through `docker stop` and `docker kill`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -39,6 +40,29 @@ impl Fleet {
     ) -> anyhow::Result<Self> {
         let binary = std::env::current_exe().context("cannot find this binary to start its servers")?;
         let cluster = ProcessCluster::start(&binary, None, members, 0, backend, prefix).await?;
+        Ok(Self::Processes(Box::new(cluster)))
+    }
+
+    /// Starts `members` as Docker containers of this binary on etcd in a container, under `prefix`,
+    /// each ready; `mounts` are absolute paths the servers' flags name besides the cluster's
+    /// directory. Stopped with `docker stop` (`docker kill` with `--crash`), started again as new
+    /// containers.
+    pub async fn containers(
+        members: Vec<MemberSpec>,
+        prefix: &str,
+        mounts: Vec<std::path::PathBuf>,
+    ) -> anyhow::Result<Self> {
+        let binary = std::env::current_exe().context("cannot find this binary to start its servers")?;
+        let cluster = ProcessCluster::start_in_containers(
+            &binary,
+            None,
+            members,
+            0,
+            prefix,
+            crate::cluster::load_balancer::LoadBalancerKind::None,
+            mounts,
+        )
+        .await?;
         Ok(Self::Processes(Box::new(cluster)))
     }
 

@@ -17,6 +17,7 @@
 //! a server up throughout the request served), 503s and other errors, acknowledged writes not visible
 //! at the end, acknowledged writes no watch delivered, and latency of proxied and local requests.
 
+pub mod exec_audit;
 pub mod fleet;
 pub mod ledger;
 pub mod load;
@@ -58,6 +59,7 @@ struct RunOutcome {
     length: f64,
     served: ServedByVersion,
     exec_status: Option<String>,
+    exec_requests: Option<std::collections::BTreeMap<String, exec_audit::AgentRequests>>,
 }
 
 /// The `upgrade` subcommand: both runs, then `report.json`, `report.md` and `timeline.svg` in `--out`.
@@ -100,6 +102,7 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
                 names: &o.names,
             });
             report.exec_status = o.exec_status.clone();
+            report.exec_requests = o.exec_requests.clone();
             report
         })
         .collect();
@@ -152,6 +155,10 @@ fn gate(runs: &[RunReport]) -> anyhow::Result<()> {
                 harms.push(format!("{count} {what}"));
             }
         }
+        let exec_404: usize = run.exec_requests.iter().flatten().map(|(_, r)| r.false_404).sum();
+        if exec_404 > 0 {
+            harms.push(format!("{exec_404} false 404s of the --exec program"));
+        }
     }
     anyhow::ensure!(
         harms.is_empty(),
@@ -203,7 +210,19 @@ async fn run_once(
     plain: bool,
 ) -> anyhow::Result<RunOutcome> {
     let n = plan.args.servers;
-    let members: Vec<_> = (0..n).map(|i| plan.member(i, plan.from, mvp)).collect();
+    // With --exec, every server keeps an audit log: what the program's requests got.
+    let audit = match plan.args.exec {
+        Some(_) => Some(exec_audit::AuditFiles::prepare(&plan.args.out, mvp)?),
+        None => None,
+    };
+    let member = |index: usize, version| {
+        let mut member = plan.member(index, version, mvp);
+        if let Some(audit) = &audit {
+            member.extra_flags.extend(audit.flags(&member.name));
+        }
+        member
+    };
+    let members: Vec<_> = (0..n).map(|i| member(i, plan.from)).collect();
     let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     let mut served = ServedByVersion::default();
     served.insert(plan.from, &plan.served(plan.from, mvp)?);
@@ -231,6 +250,12 @@ async fn run_once(
                 if mvp { "on" } else { "off" }
             );
             Fleet::processes(members, backend, &prefix).await?
+        }
+        (UpgradeRun::Containers, _) => {
+            let prefix = format!("/upgrade-mvp-{}", if mvp { "on" } else { "off" });
+            // The audit logs of --exec are under --out: mounted at the same path.
+            let out = std::path::absolute(&plan.args.out).context("no absolute path for --out")?;
+            Fleet::containers(members, &prefix, vec![out]).await?
         }
         _ => Fleet::in_process(members).await?,
     };
@@ -264,6 +289,7 @@ async fn run_once(
     };
 
     let clock = Instant::now();
+    let started = time::OffsetDateTime::now_utc();
     let since = move || clock.elapsed().as_secs_f64();
     for i in 0..servers {
         ledger.up(i, plan.from, 0.0);
@@ -331,7 +357,7 @@ async fn run_once(
             tokio::time::sleep(plan.drain).await;
             cluster.stop(index, name, false).await?
         };
-        let member = plan.member(index, plan.to, mvp);
+        let member = member(index, plan.to);
         let addr = cluster
             .start_again(index, member, port)
             .await
@@ -399,6 +425,7 @@ async fn run_once(
         }
     }
     cluster.shutdown().await;
+    let exec_requests = audit.map(|audit| audit.judge(&names, started, &recorded.up, &served));
     Ok(RunOutcome {
         mvp,
         recorded,
@@ -408,6 +435,7 @@ async fn run_once(
         length,
         served,
         exec_status,
+        exec_requests,
     })
 }
 

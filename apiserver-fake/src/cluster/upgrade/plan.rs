@@ -37,6 +37,9 @@ pub enum UpgradeRun {
     InProcess,
     /// Each its own OS process of this binary (needs `--store etcd`).
     Processes,
+    /// Each its own Docker container of this binary, etcd in a container too (needs `--store etcd`
+    /// and a Docker engine; see `cluster::containers`).
+    Containers,
 }
 
 /// `apiserver-fake upgrade` flags.
@@ -65,9 +68,11 @@ pub struct UpgradeArgs {
     /// binary built with the etcd feature).
     #[arg(long, value_enum, default_value_t = UpgradeStore::Memory)]
     pub store: UpgradeStore,
-    /// How the servers run: `in-process`, or `processes` (each its own OS process, stopped with
+    /// How the servers run: `in-process`, `processes` (each its own OS process, stopped with
     /// SIGTERM or, with `--crash`, SIGKILL, and started again at `--to` as a new process; needs
-    /// `--store etcd`).
+    /// `--store etcd`) or `containers` (each its own Docker container, `docker stop`ped or, with
+    /// `--crash`, `docker kill`ed, and started again at `--to` as a new container; etcd in a
+    /// container; needs `--store etcd`).
     #[arg(long, value_enum, default_value_t = UpgradeRun::InProcess)]
     pub run: UpgradeRun,
     /// With `--store etcd`: this existing etcd (comma-separated client URLs) instead of a private one
@@ -260,6 +265,16 @@ impl Plan {
             (UpgradeRun::Processes, UpgradeStore::Memory) => {
                 return Err(PlanError::Runtime(
                     "--run processes: separate processes share their objects through etcd; add --store etcd",
+                ));
+            }
+            (UpgradeRun::Containers, UpgradeStore::Memory) => {
+                return Err(PlanError::Runtime(
+                    "--run containers: containers share their objects through etcd; add --store etcd",
+                ));
+            }
+            (UpgradeRun::Containers, _) if !args.etcd_servers.is_empty() => {
+                return Err(PlanError::Runtime(
+                    "--run containers runs its own etcd in a container: drop --etcd-servers",
                 ));
             }
             (UpgradeRun::InProcess, UpgradeStore::Etcd) => {

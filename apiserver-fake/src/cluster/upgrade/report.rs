@@ -62,6 +62,10 @@ pub struct RunReport {
     /// `--exec`: how the user's program ended (`exit status: 0`, or killed at the end of the run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exec_status: Option<String>,
+    /// `--exec`: what the program's own requests got, by user agent, from the servers' audit logs
+    /// (see [`super::exec_audit`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec_requests: Option<BTreeMap<String, super::exec_audit::AgentRequests>>,
 }
 
 /// Latency percentiles in milliseconds.
@@ -306,6 +310,7 @@ impl RunReport {
             },
             phases,
             exec_status: None,
+            exec_requests: None,
         }
     }
 }
@@ -411,6 +416,9 @@ impl Report {
                     .map(|(s, n)| format!("{s}: {n}"))
                     .collect();
                 let _ = writeln!(out, "- false 404s by server: {}", list.join(", "));
+            }
+            if let Some(agents) = &run.exec_requests {
+                out.push_str(&super::exec_audit::markdown(agents));
             }
         }
         out
