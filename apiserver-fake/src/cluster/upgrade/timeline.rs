@@ -136,11 +136,12 @@ fn draw_run(
     // A tick per harm at the top of the chart; only the kinds that happened get a legend entry.
     let top = peak * 1.1;
     for (kind, label, colour) in MARKS {
+        // Harm seen after the rollout (a namespace stuck 30 s after its deletion) at the right edge.
         let ticks: Vec<f64> = run
             .marks
             .iter()
             .filter(|m| m.kind == kind)
-            .map(|m| m.at)
+            .map(|m| m.at.min(run.length))
             .collect();
         if ticks.is_empty() {
             continue;
