@@ -8,8 +8,9 @@
 //!   Owners are never deleted, so a dependent that disappears was deleted by the garbage collector
 //!   while its owner existed: its live GET of the owner was answered 404 by a server lacking the
 //!   owner's resource (upstream's `isDangling`). Resources only the old version serves are used when
-//!   the new one adds none (their owners are created before the first upgrade).
-//! - **Namespaces** created, filled (ConfigMaps, a dependent of the latest owner, and an object of
+//!   the new one adds none (owners are then created while old servers serve them, and, as no server
+//!   reads them at the end, taken to exist: the workload never deletes one).
+//! - **Namespaces** created, filled (ConfigMaps, a dependent of the latest cluster-scoped owner, an object of
 //!   each namespaced resource only some versions serve) and deleted, one after another, during the
 //!   whole rollout; the namespace controller has to empty each through the API.
 //!
@@ -154,6 +155,8 @@ struct State {
 pub struct Harm {
     load: Arc<Load>,
     owner_targets: Vec<TargetResource>,
+    /// Owner resources the new version does not serve: not read back at the end.
+    unreadable_at_end: Vec<TargetResource>,
     fillers: Vec<TargetResource>,
     state: Mutex<State>,
 }
@@ -251,9 +254,22 @@ impl Harm {
             .filter(|t| t.namespaced && t.resource != "configmaps")
             .cloned()
             .collect();
+        let owner_targets = owner_targets(plan);
+        let unreadable_at_end = match plan.served(plan.to, true) {
+            Ok(new) => owner_targets
+                .iter()
+                .filter(|t| {
+                    !new.gvrs()
+                        .any(|(g, v, r)| g == t.group && v == t.version && r.name == t.resource)
+                })
+                .cloned()
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         Self {
             load,
-            owner_targets: owner_targets(plan),
+            owner_targets,
+            unreadable_at_end,
             fillers,
             state: Mutex::default(),
         }
@@ -347,10 +363,19 @@ impl Harm {
             client = self.load.client();
             let target = &self.owner_targets[n % self.owner_targets.len()];
             let name = format!("harm-owner-{n}");
-            let object = workload_object(target, &name, "owner", None, &[]);
+            // Namespaced owners live beside their dependents: an owner reference names an owner in the
+            // dependent's own namespace (or a cluster-scoped one).
+            let object = workload_object(target, &name, "owner", Some(HARM_NAMESPACE), &[]);
             // One attempt: a user whose create failed tries again later, on a new connection.
             if let Some(created) = self
-                .create_with(&client, &cancel, &target.collection_path(), target, &object, 1)
+                .create_with(
+                    &client,
+                    &cancel,
+                    &collection(target, HARM_NAMESPACE),
+                    target,
+                    &object,
+                    1,
+                )
                 .await
                 && let Some(uid) = created.pointer("/metadata/uid").and_then(Value::as_str)
             {
@@ -426,9 +451,16 @@ impl Harm {
         }
     }
 
-    /// Two ConfigMaps, a dependent of the latest owner, an object of each namespaced filler.
+    /// Two ConfigMaps, a dependent of the latest cluster-scoped owner, an object of each namespaced
+    /// filler.
     async fn fill(&self, client: &AdminClient, cancel: &CancellationToken, namespace: &str) {
-        let latest = lock(&self.state).owners.last().cloned();
+        // Only a cluster-scoped owner can own an object of another namespace.
+        let latest = lock(&self.state)
+            .owners
+            .iter()
+            .rev()
+            .find(|o| !o.target.namespaced)
+            .cloned();
         let mut objects: Vec<(TargetResource, Value)> = (0..2)
             .map(|i| {
                 let name = format!("filler-{i}");
@@ -582,7 +614,11 @@ impl Harm {
         };
         let mut alive = Vec::with_capacity(owners.len());
         for owner in &owners {
-            let path = format!("{}/{}", owner.target.collection_path(), owner.name);
+            if self.unreadable_at_end.contains(&owner.target) {
+                alive.push(true);
+                continue;
+            }
+            let path = format!("{}/{}", collection(&owner.target, HARM_NAMESPACE), owner.name);
             let uid = match self.load.get(&client, cancel, &path, &owner.target).await {
                 Some(reply) if reply.ok() => reply.json().and_then(|o| {
                     o.pointer("/metadata/uid")
