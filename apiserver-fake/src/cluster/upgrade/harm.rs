@@ -10,9 +10,9 @@
 //!   owner's resource (upstream's `isDangling`). Resources only the old version serves are used when
 //!   the new one adds none (owners are then created while old servers serve them, and, as no server
 //!   reads them at the end, taken to exist: the workload never deletes one).
-//! - **Namespaces** created, filled (ConfigMaps, a dependent of the latest cluster-scoped owner, an object of
-//!   each namespaced resource only some versions serve) and deleted, one after another, during the
-//!   whole rollout; the namespace controller has to empty each through the API.
+//! - **Namespaces** created, filled (ConfigMaps, a dependent of the latest cluster-scoped owner, an
+//!   object of each namespaced resource only some versions serve) and deleted, one after another,
+//!   during the whole rollout; the namespace controller has to empty each through the API.
 //!
 //! Judged at the end (all servers at the new version): `dependents_wrongly_deleted` (dependents gone
 //! whose owner is still there, same UID), `namespaces_stuck` (a deleted namespace not gone within
@@ -279,8 +279,10 @@ impl Harm {
         self.load.now()
     }
 
-    /// POSTs `object` to `path` until it is created (or exists), at most [`ATTEMPTS`] times; the
-    /// created object.
+    /// POSTs `object` to `path` until it is created, at most [`ATTEMPTS`] times; the created object.
+    /// Only what may pass on another try is retried (no answer, a 404 from a server lacking the
+    /// resource, 429, 5xx); a 409 (it exists) or a 422 (the catalog's kind wants a real spec) is
+    /// `None` at once.
     async fn create(
         &self,
         client: &AdminClient,
@@ -319,7 +321,10 @@ impl Harm {
             if reply.ok() {
                 return reply.json();
             }
-            if reply.answer == Answer::Status(409) {
+            if !matches!(
+                reply.answer,
+                Answer::Transport | Answer::Status(404 | 429 | 500..)
+            ) {
                 return None;
             }
             tokio::select! {
