@@ -47,12 +47,34 @@ enum Command {
     /// Run the controller manager (the namespace controller) against a cluster through a kubeconfig,
     /// as kube-controller-manager runs beside kube-apiserver.
     ControllerManager(ControllerManagerArgs),
+    /// (internal, for `cluster`) Run a real kube-apiserver member in a host name of its own.
+    #[command(hide = true)]
+    ExecMember {
+        /// The member's name, its host name.
+        #[arg(long)]
+        hostname: String,
+        /// The kube-apiserver binary.
+        binary: std::path::PathBuf,
+        /// Its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
     // Best effort: without it pages are still purged, only later (on the next allocations).
     let _ = tikv_jemalloc_ctl::background_thread::write(true);
     let cli = Cli::parse();
+    if let Some(Command::ExecMember {
+        hostname,
+        binary,
+        args,
+    }) = &cli.command
+    {
+        let err = apiserver_fake::cluster::real_member::exec_member(hostname, binary, args);
+        eprintln!("apiserver-fake: failed to run {}: {err}", binary.display());
+        return ExitCode::FAILURE;
+    }
     // The simulator's servers fail requests on purpose (that is what it counts); their logs would bury
     // its progress line. `RUST_LOG` still turns them on.
     let default_filter = match cli.command {
@@ -92,6 +114,7 @@ fn main() -> ExitCode {
             Some(Command::Cluster(args)) => run_cluster(args).await,
             Some(Command::Upgrade(args)) => run_upgrade(args).await,
             Some(Command::ControllerManager(args)) => run_controller_manager(args).await,
+            Some(Command::ExecMember { .. }) => unreachable!("handled before the runtime starts"),
             None => run_server(cli.server, cli.exit_when_stdin_closes).await,
         }
     });

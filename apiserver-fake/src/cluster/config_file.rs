@@ -14,6 +14,9 @@
 //! RBAC}` for `--authorization-mode=RBAC`) and `note` (the table's SERVES column); the file may have
 //! `try` (the kubectl arguments the table suggests). Server `i` listens on `127.0.0.(i+1)`.
 //!
+//! A server with `binary: PATH` (instead of `version`) is a real kube-apiserver, started with the
+//! cluster's PKI, etcd and peer flags ([`super::real_member`]); it needs `run: processes` on etcd.
+//!
 //! Every mistake is one line naming the file, the line and column, and the key: unknown keys, a
 //! version outside the fake's catalog, a duplicate or malformed name, flags a server refuses, and a
 //! mix the Mixed Version Proxy cannot serve (servers with the proxy on that resolve peers differently:
@@ -32,6 +35,7 @@ use serde_saphyr::Spanned;
 use crate::api::catalog::KubeVersion;
 use crate::cluster::MemberSpec;
 use crate::cluster::load_balancer::LoadBalancerKind;
+use crate::cluster::real_member::{self, KubeApiserverBinary};
 use crate::server::config::ServerFlags;
 
 /// The presets `cluster --preset NAME` starts: the example files, compiled in.
@@ -135,7 +139,8 @@ impl<'de> Deserialize<'de> for RawStore {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawServer {
     name: Spanned<String>,
-    version: Spanned<String>,
+    version: Option<Spanned<String>>,
+    binary: Option<Spanned<String>>,
     runtime_config: Option<String>,
     feature_gates: Option<String>,
     #[serde(default)]
@@ -289,7 +294,7 @@ impl ClusterConfig {
         }
         let mut members = Vec::with_capacity(servers.value.len());
         // (version, peer resolution mode, where) of the first server with the proxy on.
-        let mut first_proxy: Option<(KubeVersion, mvp_core::PeerResolutionMode)> = None;
+        let mut first_proxy: Option<(String, mvp_core::PeerResolutionMode)> = None;
         for (index, server) in servers.value.iter().enumerate() {
             let key = |field: &str| format!("servers[{index}].{field}");
             let name = &server.name.value;
@@ -315,15 +320,57 @@ impl ClusterConfig {
                     format!("duplicate name {name:?} (also servers[{first}])"),
                 ));
             }
-            // The catalog's message names the range it serves.
-            let version: KubeVersion =
-                server
-                    .version
-                    .value
-                    .parse()
-                    .map_err(|e: crate::api::catalog::CatalogError| {
-                        err(&server.version.referenced, &key("version"), e.to_string())
-                    })?;
+            // A real kube-apiserver reports its version; a fake is told it (the catalog's message
+            // names the range it serves).
+            let binary = match &server.binary {
+                None => None,
+                Some(binary) => {
+                    if run != RunMode::Processes {
+                        return Err(err(
+                            &binary.referenced,
+                            &key("binary"),
+                            "a kube-apiserver binary runs as its own process on etcd: set `run: processes` and `store: etcd`".to_owned(),
+                        ));
+                    }
+                    let base = Path::new(file).parent().unwrap_or(Path::new(""));
+                    let resolved = KubeApiserverBinary::resolve(&binary.value, base)
+                        .map_err(|e| err(&binary.referenced, &key("binary"), e.to_string()))?;
+                    Some(resolved)
+                }
+            };
+            let version = match (&server.version, &binary) {
+                (Some(version), Some(binary)) => {
+                    if real_member::parse_version(&format!("v{}", version.value)).map(|(v, _)| v)
+                        != Some(binary.version.clone())
+                    {
+                        return Err(err(
+                            &version.referenced,
+                            &key("version"),
+                            format!(
+                                "{:?}, but {} is {} (leave `version` out for a binary)",
+                                version.value,
+                                binary.path.display(),
+                                binary.version
+                            ),
+                        ));
+                    }
+                    MemberVersion::Binary(&binary.version, binary.minor)
+                }
+                (None, Some(binary)) => MemberVersion::Binary(&binary.version, binary.minor),
+                (Some(version), None) => MemberVersion::Fake(version.value.parse().map_err(
+                    |e: crate::api::catalog::CatalogError| {
+                        err(&version.referenced, &key("version"), e.to_string())
+                    },
+                )?),
+                (None, None) => {
+                    return Err(err(
+                        &server.name.referenced,
+                        &key("version"),
+                        "missing (a Kubernetes minor such as \"1.36\", or `binary` for a real kube-apiserver)"
+                            .to_owned(),
+                    ));
+                }
+            };
             let mut extra_flags = Vec::new();
             if let Some(runtime_config) = &server.runtime_config {
                 extra_flags.push(format!("--runtime-config={runtime_config}"));
@@ -345,6 +392,10 @@ impl ClusterConfig {
                     ));
                 }
                 extra_flags.push(format!("--{flag}={}", value.value));
+                // A real binary's flags are its own to judge (it may have flags the fake lacks).
+                let MemberVersion::Fake(version) = version else {
+                    continue;
+                };
                 let probe = [
                     format!("--kubernetes-version={version}"),
                     "--tls-cert-file=unused.crt".to_owned(),
@@ -361,39 +412,63 @@ impl ClusterConfig {
                     return Err(err(&value.referenced, &flag_key, message.to_owned()));
                 }
             }
-            let mut args = vec![
-                format!("--kubernetes-version={version}"),
-                format!("--hostname={name}"),
-                "--tls-cert-file=unused.crt".to_owned(),
-                "--tls-private-key-file=unused.key".to_owned(),
-            ];
-            args.extend(extra_flags.iter().cloned());
-            let options = ServerFlags::from_args(&args)
-                .map_err(|e| e.to_string())
-                .and_then(|flags| flags.validate().map_err(|e| e.to_string()))
-                .map_err(|message| {
-                    let message = message
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .trim_start_matches("error: ");
-                    err(
-                        &server.name.referenced,
-                        &format!("servers[{index}]"),
-                        message.to_owned(),
-                    )
-                })?;
-            if options.mvp_gate_enabled() {
-                match first_proxy {
-                    None => first_proxy = Some((version, options.peer_resolution_mode)),
-                    Some((other, mode)) if mode != options.peer_resolution_mode => {
+            let proxy = match version {
+                MemberVersion::Fake(version) => {
+                    let mut args = vec![
+                        format!("--kubernetes-version={version}"),
+                        format!("--hostname={name}"),
+                        "--tls-cert-file=unused.crt".to_owned(),
+                        "--tls-private-key-file=unused.key".to_owned(),
+                    ];
+                    args.extend(extra_flags.iter().cloned());
+                    let options = ServerFlags::from_args(&args)
+                        .map_err(|e| e.to_string())
+                        .and_then(|flags| flags.validate().map_err(|e| e.to_string()))
+                        .map_err(|message| {
+                            let message = message
+                                .lines()
+                                .next()
+                                .unwrap_or_default()
+                                .trim_start_matches("error: ");
+                            err(
+                                &server.name.referenced,
+                                &format!("servers[{index}]"),
+                                message.to_owned(),
+                            )
+                        })?;
+                    options.mvp_gate_enabled().then_some(options.peer_resolution_mode)
+                }
+                // kube-apiserver resolves peers by StorageVersion before 1.33 (alpha) and by
+                // discovery from 1.33.
+                MemberVersion::Binary(_, minor) => {
+                    let gate_on = server.feature_gates.as_deref().is_some_and(|gates| {
+                        gates
+                            .split(',')
+                            .any(|g| g.trim() == "UnknownVersionInteroperabilityProxy=true")
+                    });
+                    gate_on.then_some(if minor >= 33 {
+                        mvp_core::PeerResolutionMode::Discovery
+                    } else {
+                        mvp_core::PeerResolutionMode::StorageVersion
+                    })
+                }
+            };
+            let version_text = version.to_string();
+            if let Some(peer_resolution_mode) = proxy {
+                match &first_proxy {
+                    None => first_proxy = Some((version_text.clone(), peer_resolution_mode)),
+                    Some((other, mode)) if *mode != peer_resolution_mode => {
+                        let at = server
+                            .version
+                            .as_ref()
+                            .map_or(&server.name.referenced, |v| &v.referenced);
                         return Err(err(
-                            &server.version.referenced,
+                            at,
                             &key("version"),
                             format!(
-                                "with the Mixed Version Proxy on, {version} resolves peers by {} and {other} by {}: neither finds what the other serves (set flags.peer-resolution-mode alike on every server)",
-                                mode_name(options.peer_resolution_mode),
-                                mode_name(mode)
+                                "with the Mixed Version Proxy on, {version_text} resolves peers by {} and {other} by {}: neither finds what the other serves (set flags.peer-resolution-mode alike on every server)",
+                                mode_name(peer_resolution_mode),
+                                mode_name(*mode)
                             ),
                         ));
                     }
@@ -411,13 +486,14 @@ impl ClusterConfig {
             members.push(MemberSpec {
                 name: name.clone(),
                 ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, octet)),
-                kubernetes_version: version.to_string(),
+                kubernetes_version: version_text,
                 extra_flags,
                 note,
                 try_command: raw
                     .try_command
                     .clone()
                     .unwrap_or_else(|| "get namespaces".to_owned()),
+                binary: binary.map(|b| b.path),
             });
         }
         Ok(Self {
@@ -427,6 +503,23 @@ impl ClusterConfig {
             lb,
             controller_manager: raw.controllers.unwrap_or(true),
         })
+    }
+}
+
+/// A member's Kubernetes version: told to a fake, or reported by a real binary (which may be a minor
+/// the fakes do not emulate).
+#[derive(Debug, Clone, Copy)]
+enum MemberVersion<'a> {
+    Fake(KubeVersion),
+    Binary(&'a str, u32),
+}
+
+impl fmt::Display for MemberVersion<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Fake(version) => version.fmt(f),
+            Self::Binary(version, _) => f.write_str(version),
+        }
     }
 }
 
@@ -479,6 +572,31 @@ mod tests {
         ClusterConfig::parse("c.yaml", text)
             .expect_err("refused")
             .to_string()
+    }
+
+    #[test]
+    fn a_binary_member_is_checked_before_anything_starts() {
+        assert_eq!(
+            error(
+                "servers:\n- {name: a, binary: /nonexistent/kube-apiserver}\nstore: etcd\nrun: processes\n"
+            ),
+            "c.yaml:2:21: servers[0].binary: /nonexistent/kube-apiserver is not an executable file"
+        );
+        assert_eq!(
+            error("servers:\n- {name: a, binary: /bin/true}\n"),
+            "c.yaml:2:21: servers[0].binary: a kube-apiserver binary runs as its own process on etcd: set `run: processes` and `store: etcd`"
+        );
+        // `true --version` prints its own name and version (GNU) or nothing: not a kube-apiserver.
+        let not_kube = error("servers:\n- {name: a, binary: /bin/true}\nstore: etcd\nrun: processes\n");
+        assert!(
+            not_kube.starts_with("c.yaml:2:21: servers[0].binary: /bin/true --version printed ")
+                && not_kube.ends_with(", not `Kubernetes vMAJOR.MINOR.PATCH`"),
+            "{not_kube}"
+        );
+        assert_eq!(
+            error("servers:\n- {name: a}\n"),
+            "c.yaml:2:10: servers[0].version: missing (a Kubernetes minor such as \"1.36\", or `binary` for a real kube-apiserver)"
+        );
     }
 
     #[test]

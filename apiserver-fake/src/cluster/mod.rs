@@ -12,6 +12,7 @@ pub mod controller_manager;
 pub mod etcd_process;
 pub mod load_balancer;
 pub mod process;
+pub mod real_member;
 pub mod upgrade;
 
 use std::fmt::Write as _;
@@ -153,6 +154,9 @@ pub struct MemberSpec {
     pub note: String,
     /// kubectl arguments the table suggests trying against this server (e.g. `get jobs`).
     pub try_command: String,
+    /// A real kube-apiserver binary this member runs instead of a fake ([`real_member`]); its
+    /// `kubernetes_version` is what the binary reports.
+    pub binary: Option<std::path::PathBuf>,
 }
 
 impl Preset {
@@ -186,6 +190,7 @@ impl Preset {
             kubernetes_version: version.to_owned(),
             extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
             note: note.to_owned(),
+            binary: None,
         };
         match self {
             Self::Default => vec![
@@ -437,6 +442,14 @@ fn member_flags(member: &MemberSpec, dir: &Path, port: u16) -> Vec<String> {
 /// check it. Every server whose Mixed Version Proxy gate is on gets the peer CA, as kubeadm users are
 /// told to configure it; the cluster CA signs every serving certificate.
 pub(crate) fn member_args(member: &MemberSpec, dir: &Path, port: u16) -> anyhow::Result<Vec<String>> {
+    if member.binary.is_some() {
+        let flags = member_flags(member, dir, port);
+        return Ok(real_member::kube_apiserver_args(
+            flags,
+            member.ip,
+            &dir.join("ca.crt"),
+        ));
+    }
     let mut args = member_flags(member, dir, port);
     let options = parse_member_flags(member, &args)?;
     if options.mvp_gate_enabled() && !args.iter().any(|a| a.starts_with("--peer-ca-file")) {

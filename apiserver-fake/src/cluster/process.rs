@@ -189,10 +189,23 @@ impl ProcessCluster {
             .append(true)
             .open(&log_path)
             .with_context(|| format!("failed to open {}", log_path.display()))?;
-        Command::new(&self.binary)
-            .arg("--exit-when-stdin-closes")
+        let mut command = Command::new(&self.binary);
+        match &member.spec.binary {
+            // A real kube-apiserver, started through this binary in a host name of its own
+            // (real_member::exec_member).
+            Some(binary) => {
+                command
+                    .args(["exec-member", "--hostname", &member.spec.name, "--"])
+                    .arg(binary)
+                    .stdin(Stdio::null());
+            }
+            None => {
+                command.arg("--exit-when-stdin-closes").stdin(Stdio::piped());
+            }
+        }
+        let binary = member.spec.binary.as_deref().unwrap_or(&self.binary);
+        command
             .args(&args)
-            .stdin(Stdio::piped())
             .stdout(log.try_clone()?)
             .stderr(log)
             .kill_on_drop(true)
@@ -201,7 +214,7 @@ impl ProcessCluster {
                 format!(
                     "failed to start server {} ({})",
                     member.spec.name,
-                    self.binary.display()
+                    binary.display()
                 )
             })
     }
@@ -345,6 +358,15 @@ impl ProcessCluster {
             "server {name} is still running: kill or stop it first"
         );
         if let Some(version) = kubernetes_version {
+            if let Some(binary) = &self.members[index].spec.binary
+                && version != self.members[index].spec.kubernetes_version
+            {
+                anyhow::bail!(
+                    "server {name} runs {} (a kube-apiserver {}): its version is the binary's",
+                    binary.display(),
+                    self.members[index].spec.kubernetes_version
+                );
+            }
             self.members[index].spec.kubernetes_version = version.to_owned();
         }
         let child = self.spawn(&self.members[index])?;
@@ -352,7 +374,8 @@ impl ProcessCluster {
         self.wait_ready(index).await
     }
 
-    /// `cluster.json`: every server's `name`, `url`, `kubernetesVersion`, `kubeconfig` and `pid`, the
+    /// `cluster.json`: every server's `name`, `url`, `kubernetesVersion`, `kubeconfig`, `pid` (and `binary`
+    /// for a real kube-apiserver), the
     /// `etcd` client URL, and the `pid` of this process (the `cluster` command's), so a script can tell
     /// this run's manifest from one a killed run left behind.
     pub fn manifest(&self) -> serde_json::Value {
@@ -361,13 +384,18 @@ impl ProcessCluster {
             .iter()
             .enumerate()
             .map(|(index, member)| {
-                json!({
+                let mut server = json!({
                     "name": member.spec.name,
                     "url": self.url_of(index),
                     "kubernetesVersion": member.spec.kubernetes_version,
                     "kubeconfig": self.dir.join(format!("{}.kubeconfig", member.spec.name)).display().to_string(),
                     "pid": member.child.as_ref().and_then(Child::id),
-                })
+                });
+                // A real kube-apiserver (`binary:` in the config file).
+                if let Some(binary) = &member.spec.binary {
+                    server["binary"] = json!(binary.display().to_string());
+                }
+                server
             })
             .collect();
         let mut manifest =

@@ -5,17 +5,23 @@
 //! * Service `kubernetes` in `default`: labels `component: apiserver`, `provider: kubernetes`; type
 //!   `ClusterIP` with the first address of `--service-cluster-ip-range` (so `10.96.0.1` by default, which
 //!   the allocator then counts as taken); one port `https` 443/TCP whose `targetPort` is the secure port.
-//! * Endpoints and EndpointSlice `kubernetes` in `default`: every server's public address (with its
-//!   secure port), added by each server as it starts. Servers that share a port share one subset, as
-//!   upstream's reconciler writes it.
+//! * Endpoints and EndpointSlice `kubernetes` in `default`: the public address (and secure port) of every
+//!   server alive, as upstream's lease endpoint reconciler (`--endpoint-reconciler-type=lease`, the
+//!   default; `pkg/controlplane/reconcilers/lease.go`) keeps them: each server refreshes a *master lease*
+//!   (`/masterleases/<ip>` in the internal keyspace, an `Endpoints` holding its address, 15 s TTL) every
+//!   10 s and rewrites the objects to the addresses of the leases alive when they differ; a server
+//!   stopping gracefully removes its lease and its address; a crashed server's address goes once its
+//!   lease lapses. Servers that share a port share one subset, as upstream's reconciler writes them.
 //!
-//! Deviation: upstream's reconciler removes an address when its server's lease lapses; here an address
-//! stays until the objects are deleted (a server that starts again re-adds its own).
+//! Deviation: a fake's lease also names its port (upstream's names only the IP and assumes every server
+//! listens on the same port, which test clusters on ephemeral ports do not); a lease without one (a real
+//! kube-apiserver's) is read with the reconciling server's port, as upstream does.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::api::rest::defaults::service_ip::ServiceCidr;
 use crate::store::{ObjectKey, StorageResource, Store, StoreError};
@@ -24,6 +30,12 @@ use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 pub const NAMESPACE: &str = "default";
 /// See [`NAMESPACE`].
 pub const NAME: &str = "kubernetes";
+/// Key prefix of the master leases in the internal keyspace (upstream's `/masterleases/`).
+pub const LEASE_PREFIX: &str = "/masterleases/";
+/// Upstream's master lease TTL (`MasterEndpointReconcileTTL`).
+pub const LEASE_TTL: Duration = Duration::from_secs(15);
+/// Upstream's reconcile interval (`EndpointInterval`).
+pub const RECONCILE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The Service as the bootstrap controller creates it.
 pub fn service(cidr: &ServiceCidr, secure_port: u16) -> Value {
@@ -101,8 +113,43 @@ fn slice_of(endpoints: &Value, family: &str) -> Value {
     })
 }
 
+/// The master lease of the server at `address`: an `Endpoints` named after its IP (see the module docs).
+fn master_lease(address: SocketAddr) -> Value {
+    let ip = address.ip().to_string();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": ip},
+        "subsets": [{"addresses": [{"ip": ip}],
+                     "ports": [{"name": "https", "port": address.port(), "protocol": "TCP"}]}],
+    })
+}
+
+/// The address a master lease names; `default_port` when it names none (a real kube-apiserver's).
+fn lease_address(lease: &Value, default_port: u16) -> Option<SocketAddr> {
+    let subset = lease.get("subsets")?.get(0)?;
+    let ip: std::net::IpAddr = subset.pointer("/addresses/0/ip")?.as_str()?.parse().ok()?;
+    let port = subset
+        .pointer("/ports/0/port")
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(default_port);
+    Some(SocketAddr::new(ip, port))
+}
+
+/// The subsets of the Endpoints listing exactly `addresses`.
+fn subsets_of(addresses: &[SocketAddr]) -> Value {
+    let mut endpoints = json!({});
+    for address in addresses {
+        if let Some(next) = with_endpoint(endpoints.clone(), *address) {
+            endpoints = next;
+        }
+    }
+    endpoints.get("subsets").cloned().unwrap_or_else(|| json!([]))
+}
+
 /// Creates the Service when missing and adds `address` (this server's public address and secure port)
-/// to the Endpoints and EndpointSlice, retrying conflicts with other servers doing the same.
+/// to the Endpoints and EndpointSlice, as the server starts.
 pub async fn ensure(store: &dyn Store, cidr: &ServiceCidr, address: SocketAddr) -> Result<(), StoreError> {
     let key = ObjectKey::namespaced(NAMESPACE, NAME);
     let services = StorageResource::new("", "services");
@@ -110,6 +157,41 @@ pub async fn ensure(store: &dyn Store, cidr: &ServiceCidr, address: SocketAddr) 
         Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
         Err(e) => return Err(e),
     }
+    reconcile(store, cidr, address, true).await
+}
+
+/// One pass of the lease endpoint reconciler for the server at `address`: its master lease refreshed
+/// (`alive`) or removed, then the Endpoints and EndpointSlice rewritten to the addresses of the leases
+/// alive when they list others, retrying conflicts with other servers doing the same.
+pub async fn reconcile(
+    store: &dyn Store,
+    cidr: &ServiceCidr,
+    address: SocketAddr,
+    alive: bool,
+) -> Result<(), StoreError> {
+    let lease_key = format!("{LEASE_PREFIX}{}", address.ip());
+    if alive {
+        store
+            .put_internal(&lease_key, master_lease(address), LEASE_TTL)
+            .await?;
+    } else {
+        store.delete_internal(&lease_key).await?;
+    }
+    let mut addresses: Vec<SocketAddr> = store
+        .list_internal(LEASE_PREFIX)
+        .await?
+        .iter()
+        .filter_map(|(_, lease)| lease_address(lease, address.port()))
+        .filter(|a| alive || a.ip() != address.ip())
+        .collect();
+    if alive && !addresses.contains(&address) {
+        addresses.push(address);
+    }
+    addresses.sort();
+    addresses.dedup();
+    let subsets = subsets_of(&addresses);
+
+    let key = ObjectKey::namespaced(NAMESPACE, NAME);
     let endpoints_resource = StorageResource::new("", "endpoints");
     let slices = StorageResource::new("discovery.k8s.io", "endpointslices");
     for attempt in 0.. {
@@ -118,38 +200,72 @@ pub async fn ensure(store: &dyn Store, cidr: &ServiceCidr, address: SocketAddr) 
             Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
-        let base = current.clone().unwrap_or_else(|| {
+        let slice_current = match store.get(&slices, &key).await {
+            Ok(slice) => Some(slice),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let mut next = current.clone().unwrap_or_else(|| {
             json!({"apiVersion": "v1", "kind": "Endpoints",
                    "metadata": {"name": NAME, "namespace": NAMESPACE,
                                 "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}}})
         });
-        let Some(next) = with_endpoint(base, address) else {
-            break;
-        };
+        next["subsets"] = subsets.clone();
+        let slice = slice_of(&next, cidr.family());
+        let endpoints_current = current
+            .as_ref()
+            .map(|c| c.get("subsets").cloned().unwrap_or_else(|| json!([])));
+        let slice_matches = slice_current.as_ref().is_some_and(|s| {
+            s.get("endpoints") == slice.get("endpoints") && s.get("ports") == slice.get("ports")
+        });
+        if endpoints_current.as_ref() == Some(&subsets) && slice_matches {
+            return Ok(());
+        }
         let written = match current {
-            Some(_) => store.update(&endpoints_resource, &key, next.clone(), None).await,
-            None => store.create(&endpoints_resource, &key, next.clone()).await,
+            Some(_) => store.update(&endpoints_resource, &key, next, None).await,
+            None => store.create(&endpoints_resource, &key, next).await,
         };
         match written {
             Ok(_) => {
-                let slice = slice_of(&next, cidr.family());
-                match store.create(&slices, &key, slice.clone()).await {
-                    Err(StoreError::AlreadyExists { .. }) => {
-                        store.update(&slices, &key, slice, None).await?;
+                let slice_written = match slice_current {
+                    Some(mut existing) => {
+                        existing["endpoints"] = slice["endpoints"].clone();
+                        existing["ports"] = slice["ports"].clone();
+                        store.update(&slices, &key, existing, None).await
                     }
-                    other => {
-                        other?;
-                    }
+                    None => store.create(&slices, &key, slice).await,
+                };
+                match slice_written {
+                    Ok(_) => return Ok(()),
+                    Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) if attempt < 20 => {}
+                    Err(e) => return Err(e),
                 }
-                break;
             }
-            Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) if attempt < 20 => {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) if attempt < 20 => {}
             Err(e) => return Err(e),
         }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     Ok(())
+}
+
+/// Runs [`reconcile`] every `interval` (upstream: [`RECONCILE_INTERVAL`]) until `cancel`.
+pub async fn run_reconciler(
+    store: std::sync::Arc<dyn Store>,
+    cidr: ServiceCidr,
+    address: SocketAddr,
+    interval: Duration,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        if let Err(err) = reconcile(store.as_ref(), &cidr, address, true).await {
+            tracing::warn!(error = %err, "could not reconcile the default/kubernetes endpoints");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +288,34 @@ mod tests {
 
     fn service_of(cidr: &ServiceCidr) -> Value {
         service(cidr, 443)
+    }
+
+    #[test]
+    fn master_leases_name_their_address_and_a_real_servers_takes_the_readers_port() {
+        let lease = master_lease("127.0.0.3:6443".parse().unwrap());
+        assert_eq!(lease["metadata"]["name"], "127.0.0.3");
+        assert_eq!(
+            lease_address(&lease, 443),
+            Some("127.0.0.3:6443".parse().unwrap())
+        );
+        // kube-apiserver's own lease: the IP only.
+        let upstream =
+            json!({"metadata": {"name": "10.0.0.5"}, "subsets": [{"addresses": [{"ip": "10.0.0.5"}]}]});
+        assert_eq!(
+            lease_address(&upstream, 6443),
+            Some("10.0.0.5:6443".parse().unwrap())
+        );
+        assert_eq!(lease_address(&json!({}), 6443), None);
+        let addresses: Vec<SocketAddr> = vec![
+            "127.0.0.1:6443".parse().unwrap(),
+            "127.0.0.2:6443".parse().unwrap(),
+        ];
+        assert_eq!(
+            subsets_of(&addresses),
+            json!([{"addresses": [{"ip": "127.0.0.1"}, {"ip": "127.0.0.2"}],
+                    "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}])
+        );
+        assert_eq!(subsets_of(&[]), json!([]));
     }
 
     #[test]

@@ -39,6 +39,33 @@ pub(super) fn encode(name: &str, value: &Value, depth: usize) -> Result<Vec<u8>,
     Ok(out)
 }
 
+/// Encodes a top-level object (a kind with `metadata`) as its typed message: `apiVersion` and `kind`
+/// are the envelope's, not the message's, so they are the only keys the message may lack.
+pub(super) fn encode_top_level(name: &str, object: &Map<String, Value>) -> Result<Vec<u8>, ProtobufError> {
+    let message = schema::message(name).ok_or_else(|| ProtobufError::UnknownMessage(name.to_owned()))?;
+    for key in object.keys() {
+        if key != "apiVersion" && key != "kind" && !has_key(message, key) {
+            return Err(invalid(message, &format!("unknown field {key:?}")));
+        }
+    }
+    let mut out = Vec::new();
+    encode_fields(message, object, 0, &mut out)?;
+    Ok(out)
+}
+
+/// Writes the `runtime.Unknown` envelope around `raw` as Go's generated marshaller does: the embedded
+/// `TypeMeta` (1), `raw` (2), and the empty `contentEncoding` (3) and `contentType` (4), every field a
+/// non-pointer and so always written.
+pub(super) fn write_unknown(api_version: &str, kind: &str, raw: &[u8], out: &mut Vec<u8>) {
+    let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
+    write_bytes(1, api_version.as_bytes(), &mut type_meta);
+    write_bytes(2, kind.as_bytes(), &mut type_meta);
+    write_bytes(1, &type_meta, out);
+    write_bytes(2, raw, out);
+    write_bytes(3, &[], out);
+    write_bytes(4, &[], out);
+}
+
 /// Encodes the fields of `message` found in `object` (keys of inline fields included) into `out`.
 pub(super) fn encode_fields(
     message: &'static Message,

@@ -24,7 +24,7 @@ mod wellknown;
 mod wire;
 
 use data_encoding::BASE64;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The media type of Kubernetes protobuf.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -180,20 +180,14 @@ pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
         kind: kind.to_owned(),
         api_version: api_version.to_owned(),
     })?;
-    let mut fields = object.as_object().cloned().unwrap_or_default();
-    fields.remove("apiVersion");
-    fields.remove("kind");
-    let raw = encode::encode(&name, &Value::Object(fields), 0)?;
-    let unknown = json!({
-        "typeMeta": {"apiVersion": api_version, "kind": kind},
-        "raw": BASE64.encode(&raw),
-        "contentEncoding": "",
-        "contentType": "",
-    });
-    let envelope = encode::encode("k8s.io.apimachinery.pkg.runtime.Unknown", &unknown, 0)?;
-    let mut out = Vec::with_capacity(MAGIC.len() + envelope.len());
+    let fields = object.as_object().ok_or_else(|| ProtobufError::InvalidValue {
+        message: "k8s.io.apimachinery.pkg.runtime.Unknown",
+        reason: "expected an object".to_owned(),
+    })?;
+    let raw = encode::encode_top_level(&name, fields)?;
+    let mut out = Vec::with_capacity(MAGIC.len() + raw.len() + api_version.len() + kind.len() + 16);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&envelope);
+    encode::write_unknown(api_version, kind, &raw, &mut out);
     Ok(out)
 }
 

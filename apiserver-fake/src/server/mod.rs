@@ -335,6 +335,18 @@ impl RunningServer {
         // Controllers have stopped, so nothing re-creates what we remove now (again: a write that was
         // under way when the record was first removed).
         PeerEndpointReconciler::remove(self.state.store.as_ref(), &self.state.server_id).await;
+        // Upstream's RemoveEndpoints: this server's master lease and address go with it.
+        let public = SocketAddr::new(self.state.options.public_address(), self.state.local_addr.port());
+        if let Err(err) = crate::controllers::kubernetes_service::reconcile(
+            self.state.store.as_ref(),
+            &self.state.options.service_cidr,
+            public,
+            false,
+        )
+        .await
+        {
+            tracing::warn!(error = %err, "could not remove this server from the default/kubernetes endpoints");
+        }
         if self.state.options.emulated_version.minor >= 35 {
             IdentityLeaseController::delete_own_lease(
                 self.state.store.as_ref(),
@@ -557,6 +569,14 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         );
         tasks.spawn(reconciler.run(cancel.clone()));
     }
+    // The lease endpoint reconciler keeps this server among the `kubernetes` Service's endpoints.
+    tasks.spawn(crate::controllers::kubernetes_service::run_reconciler(
+        state.store.clone(),
+        state.options.service_cidr,
+        SocketAddr::new(state.options.public_address(), local_addr.port()),
+        crate::controllers::kubernetes_service::RECONCILE_INTERVAL,
+        cancel.clone(),
+    ));
     tracing::info!(server_id = %state.server_id, addr = %local_addr, "fake kube-apiserver listening");
     Ok(RunningServer {
         state,

@@ -83,6 +83,7 @@ pub fn member(name: &str, octet: u8, version: &str, flags: &[&str]) -> MemberSpe
         extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
         note: String::new(),
         try_command: "get jobs".to_owned(),
+        binary: None,
     }
 }
 

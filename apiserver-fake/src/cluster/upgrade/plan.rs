@@ -377,6 +377,7 @@ impl Plan {
             extra_flags: flags,
             note: String::new(),
             try_command: String::new(),
+            binary: None,
         }
     }
 
