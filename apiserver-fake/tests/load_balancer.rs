@@ -132,6 +132,47 @@ async fn a_config_file_with_three_versions_behind_haproxy_reaches_every_server()
     );
 }
 
+/// Resource requests (any resource, any verb) a server has answered, from its `/metrics`.
+async fn resource_requests(dir: &Path, server: &Value) -> u64 {
+    let metrics = admin(dir, server).get("/metrics").await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    metrics
+        .text()
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{") && !l.contains("resource=\"\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// `cluster` runs its controller manager through `DIR/cluster.kubeconfig`, as kube-controller-manager
+/// reaches an HA control plane through its endpoint: its informers' lists and watches, each on a
+/// connection of its own (nobody else sends resource requests here), reach every server, not only
+/// the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_manager_reaches_every_server_through_the_balancer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = example("three-versions.yaml");
+    let mut demo = Demo::start(dir.path(), &["--config", config.as_str()]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let servers = manifest["servers"].as_array().expect("servers").clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut counts = Vec::new();
+        for s in &servers {
+            counts.push(resource_requests(dir.path(), s).await);
+        }
+        if counts.iter().all(|n| *n > 0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the controller manager's requests per server after 30 s: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(demo);
+}
+
 /// A TCP forwarder in front of one server that can be made to stall: it then accepts connections and
 /// never answers, as a server stopped with SIGSTOP (or on a frozen VM) does, so its `/readyz` checks
 /// time out.

@@ -732,7 +732,7 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     } else {
         Some(
             controller_manager::InProcessControllerManager::start(
-                &controller_manager_kubeconfig(&cluster.dir, &first),
+                &controller_manager_kubeconfig(&cluster.dir, &first, cluster.balancer.is_some()),
                 ::controller_manager::ControllerManagerOptions::default(),
             )
             .await
@@ -753,9 +753,17 @@ pub async fn run_cluster(args: ClusterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The kubeconfig the cluster's controller manager uses: the first server's (admin credentials).
-fn controller_manager_kubeconfig(dir: &Path, first: &str) -> PathBuf {
-    certs::PkiPaths::new(dir).kubeconfig(first)
+/// The kubeconfig the cluster's controller manager uses (admin credentials): the load balancer's
+/// (`DIR/cluster.kubeconfig`) when the cluster has one, as kube-controller-manager reaches the
+/// kube-apiservers of an HA control plane through its endpoint, so that its requests spread over
+/// every server; the first server's with `lb: none`.
+fn controller_manager_kubeconfig(dir: &Path, first: &str, balanced: bool) -> PathBuf {
+    let paths = certs::PkiPaths::new(dir);
+    if balanced {
+        paths.kubeconfig(load_balancer::KUBECONFIG_NAME)
+    } else {
+        paths.kubeconfig(first)
+    }
 }
 
 fn print_banner(table: &str, dir: &Path) {
@@ -821,7 +829,7 @@ async fn run_process_cluster(args: ClusterArgs, config: ClusterConfig) -> anyhow
         Some(controller_manager::ControllerManagerProcess::spawn(
             &binary,
             cluster.dir(),
-            &controller_manager_kubeconfig(cluster.dir(), &first),
+            &controller_manager_kubeconfig(cluster.dir(), &first, cluster.balancer().is_some()),
         )?)
     };
     print_banner(&cluster.table(), cluster.dir());

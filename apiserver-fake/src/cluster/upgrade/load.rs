@@ -34,23 +34,23 @@ const DELETED: &str = "DELETED";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An answer as the load sees it.
-struct Reply {
-    answer: Answer,
-    body: Bytes,
+pub(super) struct Reply {
+    pub(super) answer: Answer,
+    pub(super) body: Bytes,
 }
 
 impl Reply {
-    fn ok(&self) -> bool {
+    pub(super) fn ok(&self) -> bool {
         matches!(self.answer, Answer::Status(code) if (200..300).contains(&code))
     }
 
-    fn json(&self) -> Option<Value> {
+    pub(super) fn json(&self) -> Option<Value> {
         serde_json::from_slice(&self.body).ok()
     }
 }
 
 /// Whether a 404 body is the router's (the resource is not served there) rather than a missing object.
-fn is_route_404(body: &[u8]) -> bool {
+pub(super) fn is_route_404(body: &[u8]) -> bool {
     match serde_json::from_slice::<Value>(body) {
         Ok(status) => status
             .pointer("/details/name")
@@ -91,12 +91,12 @@ impl Load {
         })
     }
 
-    fn now(&self) -> f64 {
+    pub(super) fn now(&self) -> f64 {
         self.clock.elapsed().as_secs_f64()
     }
 
     /// A client of its own (one connection, so one server at a time, as a separate program).
-    fn client(&self) -> AdminClient {
+    pub(super) fn client(&self) -> AdminClient {
         crate::cluster::admin_client_with(self.tls.clone())
     }
 
@@ -129,7 +129,7 @@ impl Load {
 
     /// Sends one request through the balancer and records it.
     #[allow(clippy::too_many_arguments)]
-    async fn send(
+    pub(super) async fn send(
         &self,
         client: &AdminClient,
         cancel: &CancellationToken,
@@ -174,7 +174,7 @@ impl Load {
     }
 
     /// A GET of a resource path through the balancer, recorded.
-    async fn get(
+    pub(super) async fn get(
         &self,
         client: &AdminClient,
         cancel: &CancellationToken,

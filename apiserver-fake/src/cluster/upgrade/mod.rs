@@ -19,6 +19,7 @@
 
 pub mod exec_audit;
 pub mod fleet;
+pub mod harm;
 pub mod ledger;
 pub mod load;
 pub mod plan;
@@ -60,6 +61,7 @@ struct RunOutcome {
     served: ServedByVersion,
     exec_status: Option<String>,
     exec_requests: Option<std::collections::BTreeMap<String, exec_audit::AgentRequests>>,
+    harm: harm::HarmOutcome,
 }
 
 /// The `upgrade` subcommand: both runs, then `report.json`, `report.md` and `timeline.svg` in `--out`.
@@ -103,6 +105,8 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
             });
             report.exec_status = o.exec_status.clone();
             report.exec_requests = o.exec_requests.clone();
+            report.harm = o.harm.counts.clone();
+            report.harm_workload = o.harm.workload.clone();
             report
         })
         .collect();
@@ -133,6 +137,7 @@ pub async fn run_upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
             served: &o.served,
             names: &o.names,
             length: o.length,
+            marks: &o.harm.marks,
         })
         .collect();
     timeline::draw(&out.join("timeline.svg"), &timelines, plan.from, plan.to)
@@ -150,6 +155,12 @@ fn gate(runs: &[RunReport]) -> anyhow::Result<()> {
             (run.false_404, "false 404s"),
             (run.lost_writes, "lost writes"),
             (run.missed_watch_events, "missed watch events"),
+            (
+                run.harm.dependents_wrongly_deleted,
+                "dependents wrongly deleted by the garbage collector",
+            ),
+            (run.harm.namespaces_stuck, "namespaces stuck"),
+            (run.harm.namespace_objects_leaked, "namespace objects leaked"),
         ] {
             if count > 0 {
                 harms.push(format!("{count} {what}"));
@@ -301,9 +312,21 @@ async fn run_once(
         clock,
         plan.targets.clone(),
     )?);
+    // kube-controller-manager, through the balancer as in an HA control plane, and the workload
+    // whose harm it counts.
+    let controllers = harm::start_controller_manager(
+        cluster.dir(),
+        cluster.pki(),
+        &format!("https://{}", balancer.local_addr()),
+    )
+    .await?;
+    let harm = Arc::new(harm::Harm::new(plan, load.clone()));
     let (writes_stop, watches_stop) = (CancellationToken::new(), CancellationToken::new());
     let mut clients = JoinSet::new();
     let mut watchers = JoinSet::new();
+    clients.spawn(harm.clone().run_owners(writes_stop.clone()));
+    clients.spawn(harm.clone().run_namespaces(writes_stop.clone()));
+    watchers.spawn(harm.clone().run_checks(watches_stop.clone()));
     clients.spawn(load.clone().run_inventory(writes_stop.clone()));
     for id in 0..plan.args.writers {
         clients.spawn(load.clone().run_writer(id, plan.args.seed, writes_stop.clone()));
@@ -401,6 +424,10 @@ async fn run_once(
     while watchers.join_next().await.is_some() {}
     let recorded = ledger.take();
 
+    progress.enter("waiting for deleted namespaces to go");
+    let harm = harm.finish(&CancellationToken::new()).await;
+    controllers.stop().await;
+
     progress.enter("reading every written object back");
     let mut final_state = HashMap::new();
     let verify = CancellationToken::new();
@@ -436,6 +463,7 @@ async fn run_once(
         served,
         exec_status,
         exec_requests,
+        harm,
     })
 }
 
@@ -518,5 +546,24 @@ mod tests {
             "with the Mixed Version Proxy on, clients saw 2 false 404s, 1 lost writes"
         );
         assert!(gate(&[run(true, 0, 0, 4)]).is_err());
+    }
+
+    #[test]
+    fn the_gate_fails_on_harm_done_with_the_proxy_on_only() {
+        let mut off = run(false, 0, 0, 0);
+        off.harm.dependents_wrongly_deleted = 9;
+        off.harm.namespace_objects_leaked = 3;
+        assert!(gate(&[run(true, 0, 0, 0), off]).is_ok());
+        let mut on = run(true, 0, 0, 0);
+        on.harm.dependents_wrongly_deleted = 2;
+        on.harm.namespaces_stuck = 1;
+        let err = gate(&[on]).expect_err("harm");
+        assert_eq!(
+            err.to_string(),
+            "with the Mixed Version Proxy on, clients saw 2 dependents wrongly deleted by the garbage collector, 1 namespaces stuck"
+        );
+        let mut on = run(true, 0, 0, 0);
+        on.harm.namespace_objects_leaked = 1;
+        assert!(gate(&[on]).is_err());
     }
 }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::harm::{HarmCounts, HarmWorkload};
 use super::ledger::{
     Answer, DeliveredEvents, RequestKind, RequestRecord, ServedByVersion, UpInterval, WriteRecord,
 };
@@ -66,6 +67,11 @@ pub struct RunReport {
     /// (see [`super::exec_audit`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exec_requests: Option<BTreeMap<String, super::exec_audit::AgentRequests>>,
+    /// What the controller manager destroyed or left behind (see [`super::harm`]).
+    #[serde(flatten)]
+    pub harm: HarmCounts,
+    /// What the harm workload gave it to act on.
+    pub harm_workload: HarmWorkload,
 }
 
 /// Latency percentiles in milliseconds.
@@ -311,6 +317,8 @@ impl RunReport {
             phases,
             exec_status: None,
             exec_requests: None,
+            harm: HarmCounts::default(),
+            harm_workload: HarmWorkload::default(),
         }
     }
 }
@@ -333,6 +341,15 @@ impl Report {
             "Written and watched: {}.\n",
             self.resources_under_test.join(", ")
         );
+        if let Some(run) = self.runs.first()
+            && !run.harm_workload.owner_resources.is_empty()
+        {
+            let _ = writeln!(
+                out,
+                "Owners of the garbage collector's dependents: {}; a controller manager runs through the load balancer.\n",
+                run.harm_workload.owner_resources.join(", ")
+            );
+        }
         let header: Vec<String> = self
             .runs
             .iter()
@@ -375,6 +392,23 @@ impl Report {
         row(&mut out, "missed watch events", &|r| {
             r.missed_watch_events.to_string()
         });
+        row(&mut out, "**dependents wrongly deleted**", &|r| {
+            format!("**{}**", r.harm.dependents_wrongly_deleted)
+        });
+        row(&mut out, "namespaces stuck (> 30 s)", &|r| {
+            r.harm.namespaces_stuck.to_string()
+        });
+        row(&mut out, "namespace objects leaked", &|r| {
+            r.harm.namespace_objects_leaked.to_string()
+        });
+        row(
+            &mut out,
+            "harm workload: owners / dependents / namespaces",
+            &|r| {
+                let w = &r.harm_workload;
+                format!("{} / {} / {}", w.owners, w.dependents, w.namespaces_deleted)
+            },
+        );
         if self.runs.iter().any(|r| r.exec_status.is_some()) {
             row(&mut out, "`--exec` program", &|r| {
                 r.exec_status.clone().unwrap_or_default()

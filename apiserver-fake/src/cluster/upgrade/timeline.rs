@@ -5,6 +5,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::harm::{HarmKind, HarmMark};
 use super::ledger::{Answer, RequestRecord, ServedByVersion, UpInterval};
 use super::report::is_false_404;
 use crate::api::catalog::KubeVersion;
@@ -41,7 +42,28 @@ pub struct RunTimeline<'a> {
     pub names: &'a [String],
     /// The run's length in seconds.
     pub length: f64,
+    /// When the controller manager did harm (a tick each at the top of the chart).
+    pub marks: &'a [HarmMark],
 }
+
+/// Harm marks: (kind, label, colour).
+const MARKS: [(HarmKind, &str, RGBColor); 3] = [
+    (
+        HarmKind::WronglyDeleted,
+        "dependent wrongly deleted",
+        RGBColor(0x8b, 0x00, 0x8b),
+    ),
+    (
+        HarmKind::Stuck,
+        "namespace stuck 30 s",
+        RGBColor(0x00, 0x00, 0x00),
+    ),
+    (
+        HarmKind::Leaked,
+        "namespace gone, objects leaked",
+        RGBColor(0xa0, 0x52, 0x2d),
+    ),
+];
 
 fn series_index(record: &RequestRecord, up: &[UpInterval], served: &ServedByVersion) -> usize {
     match record.answer {
@@ -110,6 +132,30 @@ fn draw_run(
             .draw_series(LineSeries::new(points, colour.stroke_width(width)))?
             .label(*label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2)));
+    }
+    // A tick per harm at the top of the chart; only the kinds that happened get a legend entry.
+    let top = peak * 1.1;
+    for (kind, label, colour) in MARKS {
+        // Harm seen after the rollout (a namespace stuck 30 s after its deletion) at the right edge.
+        let ticks: Vec<f64> = run
+            .marks
+            .iter()
+            .filter(|m| m.kind == kind)
+            .map(|m| m.at.min(run.length))
+            .collect();
+        if ticks.is_empty() {
+            continue;
+        }
+        chart
+            .draw_series(
+                ticks.into_iter().map(move |at| {
+                    PathElement::new(vec![(at, top), (at, top * 0.93)], colour.stroke_width(2))
+                }),
+            )?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x + 8, y - 6), (x + 8, y + 6)], colour.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()
