@@ -269,6 +269,24 @@ pub fn select_controllers(
         .collect())
 }
 
+/// The product of the controller manager's `User-Agent` (kube-controller-manager's), by which audit logs
+/// and request logs tell its requests from others.
+pub const USER_AGENT_PRODUCT: &str = "kube-controller-manager";
+
+/// The whole `User-Agent`, in client-go's shape (`NAME/VERSION (OS/ARCH) kubernetes/COMMIT`).
+pub fn user_agent() -> String {
+    format!(
+        "{USER_AGENT_PRODUCT}/v{} ({}/{}) kube-mvp",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            other => other,
+        }
+    )
+}
+
 /// A client of the cluster `path` (a kubeconfig file) points at, with its current context, that does
 /// not retry failed requests itself (client-go's behaviour for answers without `Retry-After`).
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Error> {
@@ -288,6 +306,9 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Error> 
     // delete would hold a namespace sync for that long. client-go retries only answers carrying
     // Retry-After; the controllers' work queues do the retrying.
     config.default_retry = false;
+    if let Ok(agent) = http::HeaderValue::from_str(&user_agent()) {
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
     kube::Client::try_from(config).map_err(|e| fail(e.to_string()))
 }
 

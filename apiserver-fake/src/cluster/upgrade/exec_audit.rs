@@ -8,7 +8,8 @@
 //! the client got, and is a 404 for a missing object when either server named the object), placed on
 //! the run's timeline, and judged with the simulator's own rule ([`is_false_404`]): a router 404 for
 //! a resource that a server up throughout the request served. Requests of the simulator's own
-//! clients (user agent [`LOAD_USER_AGENT`]) are left out; everything else is counted by user agent.
+//! clients (user agent [`LOAD_USER_AGENT`]) and its controller manager (`kube-controller-manager/…`) are
+//! left out; everything else is counted by user agent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -114,7 +115,10 @@ impl AuditFiles {
                 .iter()
                 .find_map(|(_, e)| e["userAgent"].as_str())
                 .unwrap_or("(none)");
-            if agent == LOAD_USER_AGENT {
+            // The simulator's own clients: its load and its controller manager.
+            if agent == LOAD_USER_AGENT
+                || agent.starts_with(&format!("{}/", controller_manager::USER_AGENT_PRODUCT))
+            {
                 continue;
             }
             let counts = agents.entry(agent.to_owned()).or_default();
