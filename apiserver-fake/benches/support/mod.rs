@@ -1,11 +1,18 @@
-//! What the cluster benches share: a Tokio runtime, the demo cluster started in this process (in-memory
-//! store) with an admin client, and one request helper. Each bench includes it with `mod support;`.
+//! What the cluster benches share: the binary's allocator, a Tokio runtime, the demo cluster started in
+//! this process (in-memory store) with an admin client, and one request helper. Each bench includes it
+//! with `mod support;`.
 
 use apiserver_fake::cluster::{AdminClient, Cluster, Preset, start_cluster};
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;
+
+/// The allocator of the `apiserver-fake` binary (see its `main.rs`), so that the figures are the
+/// binary's: with glibc's, hyper's per-request header table (1 MiB, for kube-apiserver's unlimited
+/// header fields) costs page faults and heap consolidation the binary does not pay.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Whether the bench was asked for its short run (`cargo bench ... -- --quick`).
 pub fn quick() -> bool {
