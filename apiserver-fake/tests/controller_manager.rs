@@ -2,7 +2,8 @@
 //! runs one by default (so `kubectl delete ns` empties and removes a namespace, also through the
 //! server that lacks the group of its objects), `--no-controller-manager` leaves namespaces
 //! `Terminating`, and `apiserver-fake controller-manager --kubeconfig` started beside such a cluster
-//! finishes them.
+//! finishes them; with its flags (`--concurrent-gc-syncs`, `--bind-address`, `--secure-port`) it serves
+//! its metrics over HTTPS, read with curl.
 
 mod support;
 
