@@ -5,31 +5,15 @@
 //!
 //! Run with: `cargo bench -p apiserver-fake --bench namespace_deletion` (`-- --quick` for 200 objects).
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use apiserver_fake::cluster::controller_manager::InProcessControllerManager;
-use apiserver_fake::cluster::{AdminClient, Preset, start_cluster};
-use bytes::Bytes;
 use controller_manager::ControllerManagerOptions;
-use http::{Method, Request};
-use http_body_util::{BodyExt, Full};
+use http::Method;
 use serde_json::{Value, json};
-
-async fn send(client: &AdminClient, method: Method, url: &str, body: Option<Value>) -> (u16, Bytes) {
-    let mut request = Request::builder().method(method).uri(url);
-    if body.is_some() {
-        request = request.header("content-type", "application/json");
-    }
-    let request = request
-        .body(Full::new(Bytes::from(
-            body.map(|b| b.to_string()).unwrap_or_default(),
-        )))
-        .expect("request");
-    let response = client.request(request).await.expect("answered");
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    (status, body)
-}
+use support::send;
 
 /// Twenty namespaced resources: their collection path under `/namespaces/NS/` and a valid object.
 fn resources() -> Vec<(&'static str, Value)> {
@@ -98,16 +82,9 @@ fn resources() -> Vec<(&'static str, Value)> {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let objects = if quick { 200 } else { 1_000 };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async move {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let cluster = start_cluster(None, Preset::Default.members(), 0).await.expect("cluster");
-        let client = cluster.admin_client().expect("admin client");
+    let objects = if support::quick() { 200 } else { 1_000 };
+    support::runtime().block_on(async move {
+        let (cluster, client) = support::demo_cluster().await;
         let b = cluster.servers[1].1.url();
         let manager = InProcessControllerManager::start(
             &cluster.dir.join("b.kubeconfig"),

@@ -5,36 +5,14 @@
 //!
 //! Run with: `cargo bench -p apiserver-fake --bench pages` (`-- --quick` for 1,000 Jobs).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver_fake::cluster::{AdminClient, Preset, start_cluster};
-use bytes::Bytes;
-use http::{Method, Request};
-use http_body_util::{BodyExt, Full};
-
-async fn send(
-    client: &AdminClient,
-    method: Method,
-    url: &str,
-    user: Option<&str>,
-    body: Option<String>,
-) -> (u16, Bytes) {
-    let mut request = Request::builder().method(method).uri(url);
-    if body.is_some() {
-        request = request.header("content-type", "application/json");
-    }
-    if let Some(user) = user {
-        request = request.header("impersonate-user", user);
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .expect("request");
-    let response = client.request(request).await.expect("answered");
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    (status, body)
-}
+use apiserver_fake::cluster::AdminClient;
+use http::Method;
+use support::{send, send_as};
 
 fn job(name: &str) -> String {
     format!(
@@ -57,7 +35,7 @@ async fn sample(client: &AdminClient, url: &str, count: usize) -> (Duration, Dur
     let mut bytes = 0;
     for _ in 0..count {
         let start = Instant::now();
-        let (status, body) = send(client, Method::GET, url, None, None).await;
+        let (status, body) = send(client, Method::GET, url, None).await;
         times.push(start.elapsed());
         assert_eq!(status, 200, "{url}: {}", String::from_utf8_lossy(&body));
         bytes = body.len();
@@ -67,16 +45,9 @@ async fn sample(client: &AdminClient, url: &str, count: usize) -> (Duration, Dur
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let jobs = if quick { 1_000 } else { 10_000 };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async move {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let cluster = start_cluster(None, Preset::Default.members(), 0).await.expect("cluster");
-        let client = cluster.admin_client().expect("admin client");
+    let jobs = if support::quick() { 1_000 } else { 10_000 };
+    support::runtime().block_on(async move {
+        let (cluster, client) = support::demo_cluster().await;
         let b = cluster.servers[1].1.url();
         let list = format!("{b}/apis/batch/v1/namespaces/default/jobs");
         let gate = Arc::new(tokio::sync::Semaphore::new(64));
@@ -85,7 +56,7 @@ fn main() {
             let (client, gate, list) = (client.clone(), gate.clone(), list.clone());
             creating.spawn(async move {
                 let _permit = gate.acquire().await.expect("open");
-                let (status, body) = send(&client, Method::POST, &list, None, Some(job(&format!("job-{i:05}")))).await;
+                let (status, body) = send_as(&client, None, Method::POST, &list, Some(job(&format!("job-{i:05}")))).await;
                 assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
             });
         }
@@ -98,7 +69,7 @@ fn main() {
         println!("GET of one Job (baseline): p50 {} ms, p99 {} ms", ms(p50), ms(p99));
         let (p50, p99, size) = sample(&client, &format!("{list}?limit=1"), 200).await;
         println!("limit=1, first page:      p50 {} ms, p99 {} ms ({size} B)", ms(p50), ms(p99));
-        let (_, middle) = send(&client, Method::GET, &format!("{list}?limit={}", jobs / 2), None, None).await;
+        let (_, middle) = send(&client, Method::GET, &format!("{list}?limit={}", jobs / 2), None).await;
         let middle: serde_json::Value = serde_json::from_slice(&middle).expect("json");
         let token = middle["metadata"]["continue"].as_str().expect("a token").to_owned();
         let (p50, p99, _) = sample(&client, &format!("{list}?limit=1&continue={token}"), 200).await;
@@ -113,13 +84,13 @@ fn main() {
         let mut load = tokio::task::JoinSet::new();
         for _ in 0..150 {
             let (client, url) = (client.clone(), format!("{list}?limit=1"));
-            load.spawn(async move { send(&client, Method::GET, &url, Some("jane"), None).await.0 });
+            load.spawn(async move { send_as(&client, Some("jane"), Method::GET, &url, None).await.0 });
         }
         let mut readyz = Duration::ZERO;
         let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
         while !load.is_empty() {
             let start = Instant::now();
-            let (status, _) = send(&client, Method::GET, &format!("{b}/readyz"), Some("jane"), None).await;
+            let (status, _) = send_as(&client, Some("jane"), Method::GET, &format!("{b}/readyz"), None).await;
             readyz = readyz.max(start.elapsed());
             assert_eq!(status, 200);
             while let Some(done) = load.try_join_next() {

@@ -9,7 +9,8 @@
 //! - the controllers [`controllers::known`] lists that `--controllers` selects, each with upstream's
 //!   name: the namespace controller (`namespace-controller`, alias `namespace`) and the garbage
 //!   collector (`garbage-collector-controller`, alias `garbagecollector`), and
-//! - a Prometheus registry their metrics go to (upstream's names, e.g. `workqueue_adds_total`).
+//! - a Prometheus registry their metrics go to (upstream's names, e.g. `workqueue_adds_total`), which
+//!   [`serving`] serves over HTTPS at `/metrics` as kube-controller-manager's secure port does.
 //!
 //! It runs no workload controllers (no Deployment, ReplicaSet, Job or Pod controllers): objects are
 //! stored and served, never acted on, as in envtest.
@@ -31,6 +32,7 @@
 pub mod controllers;
 pub mod discovery;
 pub mod queue;
+pub mod serving;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -95,8 +97,11 @@ pub struct ControllerManagerOptions {
     pub controllers: Vec<String>,
     /// How often discovery is refreshed ([`discovery::RESYNC_PERIOD`]).
     pub discovery_period: Duration,
-    /// `--concurrent-namespace-syncs` (upstream default 10).
+    /// `--concurrent-namespace-syncs` (upstream default 10): namespaces deleted at once.
     pub concurrent_namespace_syncs: usize,
+    /// `--concurrent-gc-syncs` (upstream default 20): workers of each of the garbage collector's two
+    /// queues (0 runs none, as upstream accepts).
+    pub concurrent_gc_syncs: usize,
     /// How long the namespace controller waits after seeing a namespace's deletion before it empties
     /// it (upstream's constant `namespaceDeletionGracePeriod`, 5 s: lets every server's admission see
     /// the namespace terminating). Benchmarks and tests may shorten it.
@@ -111,6 +116,7 @@ impl Default for ControllerManagerOptions {
             controllers: vec!["*".to_owned()],
             discovery_period: discovery::RESYNC_PERIOD,
             concurrent_namespace_syncs: 10,
+            concurrent_gc_syncs: controllers::garbage_collector::CONCURRENT_GC_SYNCS,
             namespace_deletion_grace_period: Duration::from_secs(5),
             metrics: prometheus::Registry::new(),
         }
@@ -166,6 +172,11 @@ impl ControllerManager {
     /// The names of the controllers it runs.
     pub fn enabled_controllers(&self) -> Vec<&'static str> {
         self.enabled.iter().map(|c| c.name).collect()
+    }
+
+    /// The registry of the controllers' metrics (what `/metrics` serves).
+    pub fn metrics(&self) -> prometheus::Registry {
+        self.context.options.metrics.clone()
     }
 
     /// The shared discovery.

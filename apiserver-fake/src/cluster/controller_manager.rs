@@ -22,9 +22,19 @@ pub struct ControllerManagerArgs {
     /// disables it (names: namespace-controller, alias namespace).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
-    /// Namespaces deleted concurrently.
+    /// The number of namespace objects that are allowed to sync concurrently. Larger number = more
+    /// responsive namespace termination, but more CPU (and network) load.
     #[arg(long, default_value_t = 10)]
     pub concurrent_namespace_syncs: usize,
+    /// The number of garbage collector workers that are allowed to sync concurrently.
+    #[arg(long, default_value_t = ::controller_manager::controllers::garbage_collector::CONCURRENT_GC_SYNCS)]
+    pub concurrent_gc_syncs: usize,
+    /// The IP address on which to listen for the --secure-port port.
+    #[arg(long, default_value_t = ::controller_manager::serving::DEFAULT_BIND_ADDRESS)]
+    pub bind_address: std::net::IpAddr,
+    /// The port on which to serve HTTPS (`/metrics`, `/healthz`). If 0, don't serve HTTPS at all.
+    #[arg(long, default_value_t = ::controller_manager::serving::DEFAULT_SECURE_PORT)]
+    pub secure_port: u16,
     /// (fake, for `cluster --etcd`) Stop when standard input reaches its end: a controller manager
     /// whose parent holds the other end of a pipe then never outlives it.
     #[arg(long, hide = true)]
@@ -36,6 +46,7 @@ impl ControllerManagerArgs {
         ControllerManagerOptions {
             controllers: self.controllers.clone(),
             concurrent_namespace_syncs: self.concurrent_namespace_syncs,
+            concurrent_gc_syncs: self.concurrent_gc_syncs,
             ..ControllerManagerOptions::default()
         }
     }
@@ -48,6 +59,16 @@ pub async fn run_controller_manager(args: ControllerManagerArgs) -> anyhow::Resu
     ::controller_manager::select_controllers(&::controller_manager::controllers::known(), &args.controllers)?;
     let client = ::controller_manager::client_from_kubeconfig(&args.kubeconfig).await?;
     let manager = ControllerManager::new(client, args.options())?;
+    let serving = match args.secure_port {
+        0 => None,
+        port => Some(
+            ::controller_manager::serving::SecureServer::bind(
+                std::net::SocketAddr::new(args.bind_address, port),
+                manager.metrics(),
+            )
+            .await?,
+        ),
+    };
     eprintln!(
         "controller-manager {} running {} through {}",
         env!("CARGO_PKG_VERSION"),
@@ -64,6 +85,12 @@ pub async fn run_controller_manager(args: ControllerManagerArgs) -> anyhow::Resu
         std::mem::forget(stdin_closed_tx);
     }
     let cancel = CancellationToken::new();
+    if let Some(serving) = serving {
+        if let Some(address) = serving.local_addr() {
+            eprintln!("Serving securely on {address}");
+        }
+        tokio::spawn(serving.serve(cancel.clone()));
+    }
     let run = tokio::spawn(manager.run(cancel.clone()));
     tokio::select! {
         () = signal => {}
@@ -131,6 +158,8 @@ impl ControllerManagerProcess {
             .arg("controller-manager")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg("--exit-when-stdin-closes")
+            // Several clusters may run at once: no fixed metrics port.
+            .arg("--secure-port=0")
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),

@@ -16,7 +16,8 @@
 //! - `garbage_collector_attempt_to_orphan`: an owner being deleted with `orphan`: its dependents lose
 //!   their reference to it, then it loses the finalizer.
 //!
-//! Owners confirmed absent are remembered (upstream's `absentOwnerCache`, 500 entries). A namespaced
+//! Owners confirmed absent are remembered (upstream's `absentOwnerCache`, an LRU of 500 entries): the
+//! dependents of one deleted owner cost one live GET of it, not one each. A namespaced
 //! dependent naming an owner observed in another namespace gets upstream's `OwnerRefInvalidNamespace`
 //! warning Event, and, the owner being absent from its own namespace, is collected.
 //!
@@ -24,9 +25,10 @@
 //! deletes, patches and finalizer removals, `debug` for the rest). Metrics: the work queues'
 //! `workqueue_*` and upstream's `garbagecollector_controller_resources_sync_error_total`.
 
+mod absent_owners;
 pub mod graph;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,13 +36,14 @@ use futures_util::StreamExt;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
 };
-use kube::core::ApiResource;
+use kube::core::{ApiResource, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use self::absent_owners::AbsentOwnerCache;
 use self::graph::{Change, FOREGROUND_FINALIZER, Graph, Identity, Node, ORPHAN_FINALIZER, OwnerRef};
 use crate::discovery::{DiscoveredResource, DiscoverySnapshot};
 use crate::queue::{Backoff, WorkQueue};
@@ -49,7 +52,7 @@ use crate::{ControllerContext, ControllerDescriptor, ControllerFuture};
 /// Upstream's controller name (the Event source component too).
 pub const NAME: &str = "garbage-collector-controller";
 
-/// `--concurrent-gc-syncs` (upstream default 20): workers of each queue.
+/// `--concurrent-gc-syncs`' default (upstream's 20): workers of each queue.
 pub const CONCURRENT_GC_SYNCS: usize = 20;
 
 /// Upstream's `absentOwnerCache` size.
@@ -115,37 +118,13 @@ struct Inner {
     client: kube::Client,
     discovery: crate::DiscoveryCache,
     graph: Mutex<Graph>,
-    absent: Mutex<AbsentCache>,
+    absent: Mutex<AbsentOwnerCache>,
     attempt_to_delete: WorkQueue<String>,
     attempt_to_orphan: WorkQueue<String>,
     changes: mpsc::UnboundedSender<Change>,
     changes_rx: Mutex<Option<mpsc::UnboundedReceiver<Change>>>,
     resources_sync_error: prometheus::IntCounter,
     workers: usize,
-}
-
-/// A bounded set of owner identities confirmed absent (least recently added evicted first).
-#[derive(Debug, Default)]
-struct AbsentCache {
-    set: HashSet<Identity>,
-    order: VecDeque<Identity>,
-}
-
-impl AbsentCache {
-    fn add(&mut self, identity: Identity) {
-        if self.set.insert(identity.clone()) {
-            self.order.push_back(identity);
-            if self.order.len() > ABSENT_OWNER_CACHE_SIZE
-                && let Some(old) = self.order.pop_front()
-            {
-                self.set.remove(&old);
-            }
-        }
-    }
-
-    fn has(&self, identity: &Identity) -> bool {
-        self.set.contains(identity)
-    }
 }
 
 impl std::fmt::Debug for GarbageCollector {
@@ -177,7 +156,7 @@ impl GarbageCollector {
                 client: context.client,
                 discovery: context.discovery,
                 graph: Mutex::new(Graph::default()),
-                absent: Mutex::new(AbsentCache::default()),
+                absent: Mutex::new(AbsentOwnerCache::new(ABSENT_OWNER_CACHE_SIZE)),
                 attempt_to_delete: WorkQueue::new(
                     "garbage_collector_attempt_to_delete",
                     Backoff::default(),
@@ -191,7 +170,7 @@ impl GarbageCollector {
                 changes,
                 changes_rx: Mutex::new(Some(changes_rx)),
                 resources_sync_error,
-                workers: CONCURRENT_GC_SYNCS,
+                workers: context.options.concurrent_gc_syncs,
             }),
         })
     }
@@ -292,7 +271,10 @@ impl GarbageCollector {
     /// A list+watch of one resource feeding the graph; a relist that no longer shows an object is its
     /// delete (client-go's `DeltaFIFO.Replace`).
     async fn inform(self, resource: DiscoveredResource, cancel: CancellationToken) {
-        let api: Api<DynamicObject> = Api::all_with(self.inner.client.clone(), &resource.api_resource);
+        // Metadata only, as upstream's metadata informers: the graph needs nothing else, and neither the
+        // server nor this process encodes or decodes the objects' bodies.
+        let api: Api<PartialObjectMeta<DynamicObject>> =
+            Api::all_with(self.inner.client.clone(), &resource.api_resource);
         let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
         let mut known: HashMap<String, Identity> = HashMap::new();
         let mut relisted: Option<HashSet<String>> = None;
@@ -404,7 +386,9 @@ impl GarbageCollector {
             .ok_or_else(|| SyncError::RestMapping(format!("{api_version}, Kind={kind}")))
     }
 
-    fn api(&self, resource: &DiscoveredResource, namespace: &str) -> Api<DynamicObject> {
+    /// The metadata-only client of `resource` (upstream's `metadataClient`: GETs, patches and deletes
+    /// read and answer `PartialObjectMetadata`).
+    fn api(&self, resource: &DiscoveredResource, namespace: &str) -> Api<PartialObjectMeta<DynamicObject>> {
         let client = self.inner.client.clone();
         if resource.namespaced {
             Api::namespaced_with(client, namespace, &resource.api_resource)
@@ -528,7 +512,7 @@ impl GarbageCollector {
     async fn is_dangling(&self, reference: &OwnerRef, item: &Node) -> Result<Option<Value>, SyncError> {
         let cluster_key = absent_key(reference, "");
         let namespaced_key = absent_key(reference, &item.identity.namespace);
-        if let Ok(absent) = self.inner.absent.lock()
+        if let Ok(mut absent) = self.inner.absent.lock()
             && (absent.has(&cluster_key) || absent.has(&namespaced_key))
         {
             tracing::debug!(item = %item.identity, owner = %reference.uid, "according to the absentOwnerCache, item's owner does not exist");
