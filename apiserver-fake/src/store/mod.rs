@@ -14,12 +14,15 @@
 //!   or bumped: as in kube-apiserver, only some resources' registry strategies maintain it, which the
 //!   REST layer decides (`rest::generation`);
 //! * watches deliver every change after a revision exactly once and in commit order; a revision older
-//!   than the retained history fails with [`StoreError::Expired`] (HTTP 410).
+//!   than the retained history fails with [`StoreError::Expired`] (HTTP 410): for etcd, older than its
+//!   compaction; for the in-memory store, when a change of the watched resource after it has left the
+//!   bounded history (`watch_history`, docs/decisions.md §13).
 //!
 //! Beside the API objects there is an *internal keyspace* with TTLs, used for peer endpoint records
 //! (docs/mvp-behaviour.md §2.4). It is not reachable through the HTTP API.
 
 mod memory;
+mod watch_history;
 
 use std::fmt;
 use std::time::Duration;
@@ -37,6 +40,7 @@ pub use etcd::{EtcdConfig, EtcdStore};
 pub use memory::MemoryStore;
 pub(crate) use memory::{fill_create_metadata, now_timestamp};
 use memory::{metadata_mut, set_resource_version};
+pub use watch_history::{DEFAULT_HISTORY, DEFAULT_HISTORY_BYTES, HistoryLimits};
 
 /// A Kubernetes group and resource (`schema.GroupResource`), e.g. `jobs.batch`; printed as upstream's
 /// `GroupResource.String()` (`resource.group`, or `resource` for the core group).
