@@ -333,6 +333,12 @@ pub trait Store: Send + Sync + 'static {
         revision: Option<u64>,
     ) -> BoxFuture<'a, StoreResult<RangePage>>;
 
+    /// Whether [`Store::list_range`] reads at the `revision` it is given (a store that keeps old
+    /// revisions, etcd), so that a large list can be read in several ranges that are one snapshot.
+    fn reads_at_revision(&self) -> bool {
+        false
+    }
+
     /// Changes to `resource` (in `namespace` only, when given) with a revision greater than `from`
     /// (`None`: the current revision, i.e. only future changes). Fails with [`StoreError::Expired`] when
     /// `from` is older than the retained history.
