@@ -1,5 +1,5 @@
 //! The in-memory store's bounded watch history as a client meets it, against the built binary's
-//! `cluster` command (docs/decisions.md §13): once more than the history's byte budget (8 MiB) of
+//! `cluster` command (docs/decisions.md §13): once more than the history's byte budget (4 MiB) of
 //! ConfigMaps has been written, a watch resumed from before them gets upstream's 410 as an `ERROR`
 //! event (`too old resource version: N (M)`, through kubectl too), a watch from the `M` it names is
 //! served, and a watch of another resource from a revision as old is not sent back to a relist.
@@ -93,7 +93,7 @@ async fn a_watch_resumed_past_the_history_gets_410_and_other_resources_keep_thei
         json!({"metadata": {"name": "s1"}, "stringData": {"k": "v"}}),
     )
     .await;
-    // 14 ConfigMaps of 800 kB: more than the 8 MiB the history keeps.
+    // 14 ConfigMaps of 800 kB: more than the 4 MiB the history keeps.
     let mut last = 0;
     for i in 0..14 {
         let data = "x".repeat(800 * 1024);

@@ -26,8 +26,8 @@ pub const DEFAULT_HISTORY: usize = 10_000;
 
 /// Bytes of objects (estimated heap size) kept for watches that start in the past, at most: bounds
 /// the history's memory whatever the objects' size (10,000 changes of 1 kB ConfigMaps take ~35 MB
-/// as JSON trees).
-pub const DEFAULT_HISTORY_BYTES: usize = 8 << 20;
+/// as JSON trees; 4 MiB holds the last ~1,300 of their deletes, or ~2,500 changes of a small Lease).
+pub const DEFAULT_HISTORY_BYTES: usize = 4 << 20;
 
 /// How much history a [`MemoryStore`](super::MemoryStore) keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

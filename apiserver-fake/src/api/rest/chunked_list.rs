@@ -32,8 +32,8 @@ use super::negotiation::OutputFormat;
 #[cfg(doc)]
 use crate::store::Store;
 
-/// Keys read per range.
-pub const RANGE: usize = 500;
+/// Keys read per range: what is held as JSON trees at once (~250 × a few kB).
+pub const RANGE: usize = 250;
 
 /// Reads every object of the request's collection that `selection` matches and answers the plain
 /// JSON list of them (see the module docs).
@@ -110,8 +110,10 @@ struct Chunks {
 }
 
 impl Chunks {
-    fn push(&mut self, chunk: Vec<u8>) {
+    fn push(&mut self, mut chunk: Vec<u8>) {
         if !chunk.is_empty() {
+            // The encoder grew the chunk by doubling: hold only its bytes until they are sent.
+            chunk.shrink_to_fit();
             self.remaining += chunk.len() as u64;
             self.chunks.push_back(Bytes::from(chunk));
         }
