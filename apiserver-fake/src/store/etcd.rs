@@ -503,6 +503,10 @@ impl Store for EtcdStore {
         })
     }
 
+    fn reads_at_revision(&self) -> bool {
+        true
+    }
+
     fn watch<'a>(
         &'a self,
         resource: &'a StorageResource,

@@ -1,13 +1,14 @@
 //! [`MemoryStore`]: the in-memory [`Store`] every fake of a process shares.
 //!
 //! All state sits behind one mutex that is never held across an `.await`. Each commit bumps the
-//! revision, appends the event to a bounded history ring and broadcasts it *under the same lock*, and a
+//! revision, appends the event to the bounded history (`watch_history`: a count and a byte budget,
+//! objects shared with the store) and broadcasts it *under the same lock*, and a
 //! watch reads the history and subscribes under that lock too: so a watcher sees every event after its
 //! start revision exactly once, in commit order, whatever writers do concurrently. Sending on the
 //! broadcast channel never waits, so a slow watcher cannot block writers; one that falls more than the
 //! channel's capacity behind gets [`StoreError::Expired`] and its stream ends.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -18,37 +19,19 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use super::watch_history::{Change, Committed, History, HistoryLimits};
 use super::{
     Object, ObjectKey, Preconditions, RangePage, StorageResource, Store, StoreError, StoreResult, WatchEvent,
-    WatchEventType, WatchStream, check_preconditions, prepare_update,
+    WatchStream, check_preconditions, prepare_update,
 };
 
-/// Events kept for watches that start in the past (etcd keeps history until compaction).
-pub const DEFAULT_HISTORY: usize = 10_000;
-
-/// One committed change, with what watchers filter on.
 #[derive(Debug)]
-struct Committed {
-    resource: StorageResource,
-    namespace: Option<String>,
-    event: WatchEvent,
-}
-
-impl Committed {
-    fn matches(&self, resource: &StorageResource, namespace: Option<&str>) -> bool {
-        &self.resource == resource && namespace.is_none_or(|ns| self.namespace.as_deref() == Some(ns))
-    }
-}
-
-#[derive(Debug, Default)]
 struct State {
     revision: u64,
     /// Objects by etcd's key relative to the resource prefix (`<namespace>/<name>` or `<name>`), so
     /// that iteration is etcd's bytewise key order and a chunked list is a range.
     objects: HashMap<StorageResource, Objects>,
-    history: VecDeque<Arc<Committed>>,
-    /// The newest revision dropped from `history`; watches must start at or after it.
-    compacted: u64,
+    history: History,
     internal: BTreeMap<String, (Value, Instant)>,
 }
 
@@ -57,12 +40,13 @@ struct State {
 /// computed from) is two binary searches rather than a walk of the range.
 #[derive(Debug, Default)]
 struct Objects {
-    by_key: BTreeMap<String, Object>,
+    /// Shared with the history's changes (`Arc`), which hold what they need beyond the store.
+    by_key: BTreeMap<String, Arc<Object>>,
     keys: Vec<String>,
 }
 
 impl Objects {
-    fn get(&self, key: &str) -> Option<&Object> {
+    fn get(&self, key: &str) -> Option<&Arc<Object>> {
         self.by_key.get(key)
     }
 
@@ -70,14 +54,14 @@ impl Objects {
         self.by_key.contains_key(key)
     }
 
-    fn insert(&mut self, key: String, object: Object) {
+    fn insert(&mut self, key: String, object: Arc<Object>) {
         if self.by_key.insert(key.clone(), object).is_none() {
             let at = self.keys.partition_point(|k| k.as_str() < key.as_str());
             self.keys.insert(at, key);
         }
     }
 
-    fn remove(&mut self, key: &str) -> Option<Object> {
+    fn remove(&mut self, key: &str) -> Option<Arc<Object>> {
         let removed = self.by_key.remove(key)?;
         if let Ok(at) = self.keys.binary_search_by(|k| k.as_str().cmp(key)) {
             self.keys.remove(at);
@@ -106,7 +90,6 @@ impl Objects {
 pub struct MemoryStore {
     state: Arc<Mutex<State>>,
     events: broadcast::Sender<Arc<Committed>>,
-    history_limit: usize,
 }
 
 impl Default for MemoryStore {
@@ -186,71 +169,71 @@ pub(crate) fn set_resource_version(object: &mut Object, revision: u64) {
 }
 
 impl MemoryStore {
-    /// An empty store keeping `DEFAULT_HISTORY` events.
+    /// An empty store with the default history (`DEFAULT_HISTORY` changes, `DEFAULT_HISTORY_BYTES`).
     pub fn new() -> Self {
-        Self::with_history(DEFAULT_HISTORY)
+        Self::with_limits(HistoryLimits::default())
     }
 
-    /// An empty store keeping `history` events (at least 1) for watches and buffering as many per
-    /// watcher before a slow watcher is cut off.
+    /// An empty store keeping at most `history` changes (at least 1) and the default byte budget.
     pub fn with_history(history: usize) -> Self {
-        let history = history.max(1);
-        let (events, _) = broadcast::channel(history);
+        Self::with_limits(HistoryLimits {
+            events: history,
+            ..HistoryLimits::default()
+        })
+    }
+
+    /// An empty store keeping the history `limits` allow for watches that start in the past, and
+    /// buffering at most `limits.events` changes per watcher before a slow watcher is cut off.
+    pub fn with_limits(limits: HistoryLimits) -> Self {
+        let (events, _) = broadcast::channel(limits.events.max(1));
         Self {
-            state: Arc::new(Mutex::new(State::default())),
+            state: Arc::new(Mutex::new(State {
+                revision: 0,
+                objects: HashMap::new(),
+                history: History::new(limits),
+                internal: BTreeMap::new(),
+            })),
             events,
-            history_limit: history,
         }
     }
 
-    /// Records a committed change: history (dropping the oldest beyond the limit) and broadcast. Must be
-    /// called with the state locked, right after bumping the revision.
-    /// Stores `object` under `key` at the next revision and commits the event (create and update).
+    /// Stores `object` under `key` at the next revision and commits the change (create, or update
+    /// from `previous`); returns a copy of what is stored.
     fn write(
         &self,
         state: &mut State,
         resource: &StorageResource,
         key: &ObjectKey,
         mut object: Object,
-        event_type: WatchEventType,
-        prev_object: Option<Object>,
+        previous: Option<Arc<Object>>,
     ) -> Object {
         state.revision += 1;
         set_resource_version(&mut object, state.revision);
+        let object = Arc::new(object);
         state
             .objects
             .entry(resource.clone())
             .or_default()
             .insert(key.to_string(), object.clone());
-        self.commit(state, resource, key, event_type, object.clone(), prev_object);
-        object
+        let stored = Object::clone(&object);
+        let change = match previous {
+            Some(previous) => Change::Modified { object, previous },
+            None => Change::Added(object),
+        };
+        self.commit(state, resource, key, change);
+        stored
     }
 
-    fn commit(
-        &self,
-        state: &mut State,
-        resource: &StorageResource,
-        key: &ObjectKey,
-        event_type: WatchEventType,
-        object: Object,
-        prev_object: Option<Object>,
-    ) {
-        let committed = Arc::new(Committed {
-            resource: resource.clone(),
-            namespace: key.namespace.clone(),
-            event: WatchEvent {
-                event_type,
-                object,
-                revision: state.revision,
-                prev_object,
-            },
-        });
-        state.history.push_back(committed.clone());
-        while state.history.len() > self.history_limit {
-            if let Some(dropped) = state.history.pop_front() {
-                state.compacted = dropped.event.revision;
-            }
-        }
+    /// Records a committed change at the current revision: history (which drops what its limits no
+    /// longer allow) and broadcast. Called with the state locked, right after bumping the revision.
+    fn commit(&self, state: &mut State, resource: &StorageResource, key: &ObjectKey, change: Change) {
+        let committed = Arc::new(Committed::new(
+            resource,
+            key.namespace.as_deref(),
+            state.revision,
+            change,
+        ));
+        state.history.push(committed.clone());
         // No receivers is not an error for us.
         let _ = self.events.send(committed);
     }
@@ -273,7 +256,7 @@ impl MemoryStore {
                 key: key.clone(),
             });
         }
-        Ok(self.write(&mut state, resource, key, object, WatchEventType::Added, None))
+        Ok(self.write(&mut state, resource, key, object, None))
     }
 
     fn update_sync(
@@ -293,17 +276,10 @@ impl MemoryStore {
                 key: key.clone(),
             })?;
         let Some(object) = prepare_update(resource, key, object, current, expected)? else {
-            return Ok(current.clone());
+            return Ok(Object::clone(current));
         };
         let previous = current.clone();
-        Ok(self.write(
-            &mut state,
-            resource,
-            key,
-            object,
-            WatchEventType::Modified,
-            Some(previous),
-        ))
+        Ok(self.write(&mut state, resource, key, object, Some(previous)))
     }
 
     fn delete_sync(
@@ -330,17 +306,10 @@ impl MemoryStore {
         else {
             return Err(not_found());
         };
-        let mut object = previous.clone();
+        let mut object = Object::clone(&previous);
         state.revision += 1;
         set_resource_version(&mut object, state.revision);
-        self.commit(
-            &mut state,
-            resource,
-            key,
-            WatchEventType::Deleted,
-            object.clone(),
-            Some(previous),
-        );
+        self.commit(&mut state, resource, key, Change::Deleted(previous));
         Ok(object)
     }
 
@@ -376,7 +345,7 @@ impl MemoryStore {
         let limit = if limit == 0 { usize::MAX } else { limit };
         for (key, object) in range.take(limit) {
             let relative = key.strip_prefix(&prefix).unwrap_or(key);
-            page.items.push((relative.to_owned(), object.clone()));
+            page.items.push((relative.to_owned(), Object::clone(object)));
         }
         let count = objects.count(&from, &prefix);
         page.more = count > page.items.len();
@@ -392,17 +361,17 @@ impl MemoryStore {
     ) -> StoreResult<WatchStream> {
         let state = lock(&self.state);
         let from = from.unwrap_or(state.revision);
-        if from < state.compacted {
+        let oldest = state.history.oldest(resource);
+        if from < oldest {
             return Err(StoreError::Expired {
                 requested: from,
-                oldest: state.compacted,
+                oldest,
             });
         }
         let replay: Vec<StoreResult<WatchEvent>> = state
             .history
-            .iter()
-            .filter(|c| c.event.revision > from && c.matches(resource, namespace))
-            .map(|c| Ok(c.event.clone()))
+            .since(resource, namespace, from)
+            .map(|c| Ok(c.event()))
             .collect();
         // Subscribed under the lock: the receiver sees exactly the commits after the replayed history.
         let receiver = self.events.subscribe();
@@ -417,15 +386,14 @@ impl MemoryStore {
                 loop {
                     match receiver.recv().await {
                         Ok(committed) => {
-                            if committed.event.revision > last
-                                && committed.matches(&filter.0, filter.1.as_deref())
+                            if committed.revision > last && committed.matches(&filter.0, filter.1.as_deref())
                             {
-                                last = committed.event.revision;
-                                return Some((Ok(committed.event.clone()), Some((receiver, last))));
+                                last = committed.revision;
+                                return Some((Ok(committed.event()), Some((receiver, last))));
                             }
                         }
                         Err(broadcast::error::RecvError::Lagged(_)) => {
-                            let oldest = lock(&shared_state).compacted;
+                            let oldest = lock(&shared_state).history.oldest(&filter.0);
                             return Some((
                                 Err(StoreError::Expired {
                                     requested: last,
@@ -504,7 +472,7 @@ impl Store for MemoryStore {
             .objects
             .get(resource)
             .and_then(|objects| objects.get(&key.to_string()))
-            .cloned()
+            .map(|object| Object::clone(object))
             .ok_or_else(|| StoreError::NotFound {
                 resource: resource.clone(),
                 key: key.clone(),
@@ -599,6 +567,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::store::WatchEventType;
 
     fn jobs() -> StorageResource {
         StorageResource::new("batch", "jobs")

@@ -14,12 +14,15 @@
 //!   or bumped: as in kube-apiserver, only some resources' registry strategies maintain it, which the
 //!   REST layer decides (`rest::generation`);
 //! * watches deliver every change after a revision exactly once and in commit order; a revision older
-//!   than the retained history fails with [`StoreError::Expired`] (HTTP 410).
+//!   than the retained history fails with [`StoreError::Expired`] (HTTP 410): for etcd, older than its
+//!   compaction; for the in-memory store, when a change of the watched resource after it has left the
+//!   bounded history (`watch_history`, docs/decisions.md §16).
 //!
 //! Beside the API objects there is an *internal keyspace* with TTLs, used for peer endpoint records
 //! (docs/mvp-behaviour.md §2.4). It is not reachable through the HTTP API.
 
 mod memory;
+mod watch_history;
 
 use std::fmt;
 use std::time::Duration;
@@ -37,6 +40,7 @@ pub use etcd::{EtcdConfig, EtcdStore};
 pub use memory::MemoryStore;
 pub(crate) use memory::{fill_create_metadata, now_timestamp};
 use memory::{metadata_mut, set_resource_version};
+pub use watch_history::{DEFAULT_HISTORY, DEFAULT_HISTORY_BYTES, HistoryLimits};
 
 /// A Kubernetes group and resource (`schema.GroupResource`), e.g. `jobs.batch`; printed as upstream's
 /// `GroupResource.String()` (`resource.group`, or `resource` for the core group).
@@ -328,6 +332,12 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
         revision: Option<u64>,
     ) -> BoxFuture<'a, StoreResult<RangePage>>;
+
+    /// Whether [`Store::list_range`] reads at the `revision` it is given (a store that keeps old
+    /// revisions, etcd), so that a large list can be read in several ranges that are one snapshot.
+    fn reads_at_revision(&self) -> bool {
+        false
+    }
 
     /// Changes to `resource` (in `namespace` only, when given) with a revision greater than `from`
     /// (`None`: the current revision, i.e. only future changes). Fails with [`StoreError::Expired`] when

@@ -19,6 +19,7 @@
 //! versions, it relabels `apiVersion` with the version requested. Per-resource strategy behaviour the
 //! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
+pub mod chunked_list;
 pub mod componentstatus;
 pub mod defaults;
 pub mod delete;

@@ -5,6 +5,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
+use super::chunked_list;
 use super::list_options::{self, ReadPath};
 use super::negotiation::OutputFormat;
 use super::negotiation::Transform;
@@ -200,6 +201,10 @@ pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
         }
         None => None,
     };
+    if limit == 0 && token.is_none() && req.format == OutputFormat::JSON && req.ctx.store.reads_at_revision()
+    {
+        return chunked_list::respond(req, &selection).await;
+    }
     let storage = req.resource.storage();
     let namespace = req.namespace.as_deref();
     let unfiltered = selection.is_empty();
