@@ -56,6 +56,7 @@ fn status_mib(pid: &str, field: &str) -> f64 {
 }
 
 /// Resets process `pid`'s `VmHWM` to its current RSS (`/proc/PID/clear_refs`, value 5).
+#[cfg(feature = "etcd")]
 fn reset_peak(pid: &str) -> bool {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
 }
