@@ -363,50 +363,63 @@ fn exec_reports_what_the_programs_own_requests_got_by_user_agent() {
 /// and the owner's dependents are deleted while it exists.
 #[test]
 fn the_garbage_collector_deletes_live_dependents_only_without_the_proxy() {
-    let out = tempfile::tempdir().expect("tempdir");
-    let dir = out.path().to_str().expect("utf-8 path");
-    let (ok, _, stderr) = upgrade(&[
-        "--from=1.35",
-        "--to=1.36",
-        "--dwell-seconds=2",
-        "--final-dwell-seconds=1",
-        "--out",
-        dir,
-    ]);
-    assert!(ok, "upgrade failed (the gate counts harm too): {stderr}");
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).expect("report.json"))
-            .expect("report.json is JSON");
+    // Whether the collector acts within a run's window of mixed versions depends on timing (a loaded
+    // machine may let the window pass before it looks): the harm must show in one of three runs, and
+    // every run with the proxy must be harmless.
+    let mut attempts = 0;
+    let (out, report) = loop {
+        attempts += 1;
+        let out = tempfile::tempdir().expect("tempdir");
+        let dir = out.path().to_str().expect("utf-8 path");
+        let (ok, _, stderr) = upgrade(&[
+            "--from=1.35",
+            "--to=1.36",
+            "--dwell-seconds=3",
+            "--final-dwell-seconds=1",
+            "--out",
+            dir,
+        ]);
+        assert!(ok, "upgrade failed (the gate counts harm too): {stderr}");
+        let report: Value = serde_json::from_str(
+            &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+        )
+        .expect("report.json is JSON");
+        let runs = report["runs"].as_array().expect("runs");
+        let (on, off) = (&runs[0], &runs[1]);
+        for run in [on, off] {
+            let workload = &run["harm_workload"];
+            assert!(workload["owners"].as_u64() > Some(0), "{workload}");
+            let (owners, dependents) = (
+                workload["owners"].as_u64().unwrap_or(0),
+                workload["dependents"].as_u64().unwrap_or(0),
+            );
+            assert!(
+                dependents > owners && dependents <= 2 * owners,
+                "up to two ConfigMaps per owner (the last may be cut short): {workload}"
+            );
+            assert!(workload["namespaces_deleted"].as_u64() > Some(0), "{workload}");
+            assert!(
+                workload["namespace_objects"].as_u64() >= workload["namespaces_deleted"].as_u64(),
+                "{workload}"
+            );
+        }
+        for field in [
+            "dependents_wrongly_deleted",
+            "namespaces_stuck",
+            "namespace_objects_leaked",
+        ] {
+            assert_eq!(on[field], 0, "{field} with the proxy: {on}");
+            assert!(off[field].is_u64(), "{field}: {off}");
+        }
+        if off["dependents_wrongly_deleted"].as_u64() > Some(0) || attempts == 3 {
+            break (out, report);
+        }
+    };
     let runs = report["runs"].as_array().expect("runs");
-    let (on, off) = (&runs[0], &runs[1]);
-    for run in [on, off] {
-        let workload = &run["harm_workload"];
-        assert!(workload["owners"].as_u64() > Some(0), "{workload}");
-        let (owners, dependents) = (
-            workload["owners"].as_u64().unwrap_or(0),
-            workload["dependents"].as_u64().unwrap_or(0),
-        );
-        assert!(
-            dependents > owners && dependents <= 2 * owners,
-            "up to two ConfigMaps per owner (the last may be cut short): {workload}"
-        );
-        assert!(workload["namespaces_deleted"].as_u64() > Some(0), "{workload}");
-        assert!(
-            workload["namespace_objects"].as_u64() >= workload["namespaces_deleted"].as_u64(),
-            "{workload}"
-        );
-    }
-    for field in [
-        "dependents_wrongly_deleted",
-        "namespaces_stuck",
-        "namespace_objects_leaked",
-    ] {
-        assert_eq!(on[field], 0, "{field} with the proxy: {on}");
-        assert!(off[field].is_u64(), "{field}: {off}");
-    }
+    let off = &runs[1];
     assert!(
         off["dependents_wrongly_deleted"].as_u64() > Some(0),
-        "the harm, reproduced: {off}"
+        "the harm, reproduced in one of {attempts} runs: {off}"
     );
 
     // The rows as report.md shows them; the proxy-on column (all 0) is deterministic, the other

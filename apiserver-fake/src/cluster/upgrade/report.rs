@@ -264,7 +264,9 @@ impl RunReport {
             let answered = matches!(record.answer, Answer::Status(code) if code < 500 && code != 404);
             if record.kind == RequestKind::Resource && answered {
                 let seconds = record.end - record.start;
-                if is_proxied(record, run.up, run.served) {
+                // Without the proxy nothing is proxied (a request that started against a server's
+                // old run and was answered by its new one would look proxied by the version rule).
+                if run.mvp && is_proxied(record, run.up, run.served) {
                     proxied.push(seconds);
                 } else {
                     local.push(seconds);
