@@ -42,28 +42,6 @@ fn docker_error(err: impl std::fmt::Display) -> FixtureError {
     FixtureError::Store(format!("docker: {err}"))
 }
 
-/// The shared libraries `ldd` lists for `binary` (the dynamic loader included).
-fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
-    let output = std::process::Command::new("ldd")
-        .arg(binary)
-        .output()
-        .map_err(|source| FixtureError::Io {
-            path: binary.to_owned(),
-            source,
-        })?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    Ok(text
-        .lines()
-        .filter_map(|line| {
-            let path = match line.split_once("=>") {
-                Some((_, rest)) => rest.split_whitespace().next()?,
-                None => line.split_whitespace().next()?,
-            };
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect())
-}
-
 /// A `FROM scratch` image holding `binary` as `/entrypoint` and its shared libraries at their paths.
 fn scratch_image(name: &str, binary: &Path, entrypoint: &str) -> Result<GenericBuildableImage> {
     let mut image = GenericBuildableImage::new(name, TAG)
@@ -71,7 +49,9 @@ fn scratch_image(name: &str, binary: &Path, entrypoint: &str) -> Result<GenericB
             "FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"/{entrypoint}\"]\n"
         ))
         .with_file(binary, format!("rootfs/{entrypoint}"));
-    for library in shared_libraries(binary)? {
+    let libraries = apiserver_fake::cluster::containers::shared_libraries(binary)
+        .map_err(|e| docker_error(format!("{e:#}")))?;
+    for library in libraries {
         let target = format!("rootfs{}", library.display());
         image = image.with_file(library, target);
     }

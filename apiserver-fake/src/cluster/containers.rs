@@ -62,8 +62,9 @@ pub fn docker_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The shared libraries `ldd` lists for `binary` (the dynamic loader included).
-fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// The shared libraries `ldd` lists for `binary` (the dynamic loader included): what a `FROM scratch`
+/// image of it must hold (the e2e containers suite builds its images with it too).
+pub fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let output = std::process::Command::new("ldd")
         .arg(binary)
         .output()
