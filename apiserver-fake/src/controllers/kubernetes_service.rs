@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::rest::defaults::service_ip::ServiceCidr;
-use crate::store::{ObjectKey, StorageResource, Store, StoreError};
+use crate::store::{ObjectKey, StorageResource, Store, StoreError, resource_version};
 
 /// Namespace and name of the Service, its Endpoints and its EndpointSlice.
 pub const NAMESPACE: &str = "default";
@@ -177,24 +177,13 @@ pub async fn reconcile(
     } else {
         store.delete_internal(&lease_key).await?;
     }
-    let mut addresses: Vec<SocketAddr> = store
-        .list_internal(LEASE_PREFIX)
-        .await?
-        .iter()
-        .filter_map(|(_, lease)| lease_address(lease, address.port()))
-        .filter(|a| alive || a.ip() != address.ip())
-        .collect();
-    if alive && !addresses.contains(&address) {
-        addresses.push(address);
-    }
-    addresses.sort();
-    addresses.dedup();
-    let subsets = subsets_of(&addresses);
-
     let key = ObjectKey::namespaced(NAMESPACE, NAME);
     let endpoints_resource = StorageResource::new("", "endpoints");
     let slices = StorageResource::new("discovery.k8s.io", "endpointslices");
     for attempt in 0.. {
+        // The objects are read before the leases and written only if unchanged since (their
+        // resourceVersion as precondition), so a server whose view of the leases is older than
+        // another's write conflicts and starts over rather than dropping that server's address.
         let current = match store.get(&endpoints_resource, &key).await {
             Ok(current) => Some(current),
             Err(StoreError::NotFound { .. }) => None,
@@ -205,6 +194,7 @@ pub async fn reconcile(
             Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
+        let subsets = subsets_of(&alive_addresses(store, address, alive).await?);
         let mut next = current.clone().unwrap_or_else(|| {
             json!({"apiVersion": "v1", "kind": "Endpoints",
                    "metadata": {"name": NAME, "namespace": NAMESPACE,
@@ -218,35 +208,61 @@ pub async fn reconcile(
         let slice_matches = slice_current.as_ref().is_some_and(|s| {
             s.get("endpoints") == slice.get("endpoints") && s.get("ports") == slice.get("ports")
         });
-        if endpoints_current.as_ref() == Some(&subsets) && slice_matches {
-            return Ok(());
-        }
-        let written = match current {
-            Some(_) => store.update(&endpoints_resource, &key, next, None).await,
-            None => store.create(&endpoints_resource, &key, next).await,
+        let endpoints_written = if endpoints_current.as_ref() == Some(&subsets) {
+            Ok(())
+        } else {
+            match &current {
+                Some(current) => {
+                    let revision = resource_version(current);
+                    store.update(&endpoints_resource, &key, next, revision).await
+                }
+                None => store.create(&endpoints_resource, &key, next).await,
+            }
+            .map(drop)
+        };
+        let written = match endpoints_written {
+            Ok(()) if slice_matches => return Ok(()),
+            Ok(()) => match slice_current {
+                Some(mut existing) => {
+                    let revision = resource_version(&existing);
+                    existing["endpoints"] = slice["endpoints"].clone();
+                    existing["ports"] = slice["ports"].clone();
+                    store.update(&slices, &key, existing, revision).await
+                }
+                None => store.create(&slices, &key, slice).await,
+            }
+            .map(drop),
+            Err(e) => Err(e),
         };
         match written {
-            Ok(_) => {
-                let slice_written = match slice_current {
-                    Some(mut existing) => {
-                        existing["endpoints"] = slice["endpoints"].clone();
-                        existing["ports"] = slice["ports"].clone();
-                        store.update(&slices, &key, existing, None).await
-                    }
-                    None => store.create(&slices, &key, slice).await,
-                };
-                match slice_written {
-                    Ok(_) => return Ok(()),
-                    Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) if attempt < 20 => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            Ok(()) => return Ok(()),
             Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) if attempt < 20 => {}
             Err(e) => return Err(e),
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     Ok(())
+}
+
+/// The addresses of the master leases alive, this server's included when `alive` and left out when not.
+async fn alive_addresses(
+    store: &dyn Store,
+    address: SocketAddr,
+    alive: bool,
+) -> Result<Vec<SocketAddr>, StoreError> {
+    let mut addresses: Vec<SocketAddr> = store
+        .list_internal(LEASE_PREFIX)
+        .await?
+        .iter()
+        .filter_map(|(_, lease)| lease_address(lease, address.port()))
+        .filter(|a| alive || a.ip() != address.ip())
+        .collect();
+    if alive && !addresses.contains(&address) {
+        addresses.push(address);
+    }
+    addresses.sort();
+    addresses.dedup();
+    Ok(addresses)
 }
 
 /// Runs [`reconcile`] every `interval` (upstream: [`RECONCILE_INTERVAL`]) until `cancel`.
