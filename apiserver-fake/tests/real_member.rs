@@ -30,20 +30,41 @@ fn real_kube_apiserver() -> Option<PathBuf> {
     assets.exists().then_some(assets)
 }
 
-/// The stand-in described in the module docs, written into `dir`.
+/// The stand-in described in the module docs, written into `dir`. It refuses, as kube-apiserver would,
+/// every flag only the fake has (`ServerFlags::fake_only_flags`), and appends each server command line
+/// it is given to `dir/invocations`.
 fn stand_in(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("kube-apiserver");
+    let refused: Vec<String> = apiserver_fake::server::config::ServerFlags::fake_only_flags()
+        .into_iter()
+        .map(|flag| format!("{flag}|{flag}=*"))
+        .collect();
     let script = format!(
         "#!/bin/sh\n\
          # A stand-in for kube-apiserver 1.36.2: the fake, given the real server's command line.\n\
          if [ \"$1\" = \"--version\" ]; then echo 'Kubernetes v1.36.2'; exit 0; fi\n\
+         for arg in \"$@\"; do\n\
+           case \"$arg\" in {}) echo \"Error: unknown flag: $arg\" >&2; exit 1;; esac\n\
+         done\n\
+         echo \"$@\" >> '{}'\n\
          exec '{}' --kubernetes-version=1.36 --hostname=\"$(cat /proc/sys/kernel/hostname)\" \"$@\"\n",
+        refused.join("|"),
+        dir.join("invocations").display(),
         env!("CARGO_BIN_EXE_apiserver-fake")
     );
     std::fs::write(&path, script).expect("write the stand-in");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path
+}
+
+/// The server command lines the stand-in in `dir` was given.
+fn invocations(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("invocations"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn ready() -> bool {
@@ -174,4 +195,113 @@ fn a_real_kube_apiserver_and_a_fake_proxy_to_each_other() {
         return;
     }
     proxy_both_ways(&binary);
+}
+
+/// `upgrade --kube-apiserver PATH` with `binary` as PATH: two fakes at 1.35 on a private etcd, each
+/// replaced in turn by the real server at 1.36, with the proxy on; the simulator's gate (no false 404,
+/// no lost write, no missed watch event) holds through the mixed phase of a fake and a real server.
+fn upgrade_into(binary: &Path) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
+        .args([
+            "upgrade",
+            "--from=1.35",
+            "--to=1.36",
+            "--servers=2",
+            "--mvp=on",
+            "--store=etcd",
+            "--run=processes",
+            "--dwell-seconds=1",
+            "--final-dwell-seconds=1",
+            "--kube-apiserver",
+        ])
+        .arg(binary)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("the binary runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "upgrade failed: {stderr}\n{stdout}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).expect("report.json"))
+            .expect("report.json is JSON");
+    let on = &report["runs"][0];
+    assert_eq!(on["mvp"], true, "{on}");
+    assert!(on["acknowledged_writes"].as_u64() > Some(10), "{on}");
+    assert_eq!(on["false_404"], 0, "{on}");
+    assert_eq!(on["lost_writes"], 0, "{on}");
+    assert_eq!(on["missed_watch_events"], 0, "{on}");
+}
+
+#[test]
+fn the_upgrade_simulator_rolls_fakes_into_a_binary() {
+    if !ready() {
+        return;
+    }
+    let bin = tempfile::tempdir().expect("tempdir");
+    let binary = stand_in(bin.path());
+    upgrade_into(&binary);
+    // Both servers came back as the binary, given kube-apiserver's flags only (the stand-in refuses
+    // the fake's), the proxy's gate among them.
+    let lines = invocations(bin.path());
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    for line in &lines {
+        assert!(
+            line.contains("--feature-gates=UnknownVersionInteroperabilityProxy=true"),
+            "{line}"
+        );
+        assert!(line.contains("--etcd-servers="), "{line}");
+    }
+}
+
+#[test]
+fn the_upgrade_simulator_rolls_fakes_into_a_real_kube_apiserver() {
+    let Some(binary) = real_kube_apiserver() else {
+        eprintln!(
+            "skipped: set KUBE_APISERVER to a kube-apiserver binary (or KUBEBUILDER_ASSETS to envtest's folder) to run this"
+        );
+        return;
+    };
+    if !ready() {
+        return;
+    }
+    upgrade_into(&binary);
+}
+
+#[test]
+fn an_upgrade_into_a_binary_of_another_minor_is_refused_before_anything_starts() {
+    let bin = tempfile::tempdir().expect("tempdir");
+    let binary = stand_in(bin.path());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
+        .args([
+            "upgrade",
+            "--from=1.34",
+            "--to=1.35",
+            "--store=etcd",
+            "--run=processes",
+            "--kube-apiserver",
+        ])
+        .arg(&binary)
+        .output()
+        .expect("the binary runs");
+    assert!(!output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        format!(
+            "error: --kube-apiserver: {} is Kubernetes 1.36, not the --to minor 1.35",
+            binary.display()
+        )
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
+        .args(["upgrade", "--from=1.35", "--to=1.36", "--kube-apiserver"])
+        .arg(&binary)
+        .output()
+        .expect("the binary runs");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "error: --kube-apiserver: a real kube-apiserver runs as a process of its own on etcd; use --run processes --store etcd"
+    );
 }

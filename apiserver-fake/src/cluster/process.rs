@@ -503,6 +503,24 @@ impl ProcessCluster {
             }
             self.members[index].spec.kubernetes_version = version.to_owned();
         }
+        self.start_member(index).await
+    }
+
+    /// Starts the server `member` names again after [`Self::kill`] or [`Self::stop`], on its address,
+    /// as `member` says from now on: its version, flags, and whether a real kube-apiserver binary runs
+    /// it (a rolling upgrade whose servers become real ones); waits until it is ready.
+    pub async fn restart_as(&mut self, member: MemberSpec) -> anyhow::Result<()> {
+        let index = self.index(&member.name)?;
+        anyhow::ensure!(
+            self.members[index].child.is_none(),
+            "server {} is still running: kill or stop it first",
+            member.name
+        );
+        self.members[index].spec = member;
+        self.start_member(index).await
+    }
+
+    async fn start_member(&mut self, index: usize) -> anyhow::Result<()> {
         let child = self.spawn(&self.members[index])?;
         self.members[index].child = Some(child);
         self.wait_ready(index).await

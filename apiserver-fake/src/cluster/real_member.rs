@@ -16,6 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::server::config::ServerFlags;
+
 /// The binary a member names, resolved, with the version it reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeApiserverBinary {
@@ -120,14 +122,16 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The command line of a real member from the fakes' (`fake_flags`, as `cluster::member_flags` writes
-/// them): the fakes' own flags dropped, the advertise address set to the member's address (upstream
+/// them): the fakes' own flags ([`ServerFlags::fake_only_flags`]: the version, host name, lease timings
+/// and the proxy's mode, which a real server takes from its build and defaults) dropped, the advertise address set to the member's address (upstream
 /// would pick the host's first interface, which no peer on loopback reaches), and the peer CA when the
 /// proxy's gate is on.
 pub fn kube_apiserver_args(fake_flags: Vec<String>, ip: std::net::IpAddr, peer_ca: &Path) -> Vec<String> {
     let name = |flag: &str| flag.split('=').next().unwrap_or_default().to_owned();
+    let fake_only = ServerFlags::fake_only_flags();
     let mut args: Vec<String> = fake_flags
         .into_iter()
-        .filter(|flag| !matches!(name(flag).as_str(), "--kubernetes-version" | "--hostname"))
+        .filter(|flag| !fake_only.contains(&name(flag)))
         .collect();
     if !args.iter().any(|a| name(a) == "--advertise-address") {
         args.push(format!("--advertise-address={ip}"));
@@ -207,6 +211,8 @@ mod tests {
                 "--kubernetes-version=1.36".to_owned(),
                 "--hostname=real".to_owned(),
                 "--secure-port=6443".to_owned(),
+                "--peer-resolution-mode=discovery".to_owned(),
+                "--identity-lease-gc-period-seconds=5".to_owned(),
                 "--feature-gates=UnknownVersionInteroperabilityProxy=true".to_owned(),
             ],
             "127.0.0.2".parse().unwrap(),
@@ -221,5 +227,26 @@ mod tests {
                 "--peer-ca-file=/d/ca.crt",
             ]
         );
+    }
+
+    #[test]
+    fn the_fake_only_flags_are_the_ones_marked_so() {
+        let fake_only = ServerFlags::fake_only_flags();
+        for flag in [
+            "--kubernetes-version",
+            "--hostname",
+            "--peer-resolution-mode",
+            "--peer-endpoint-ttl-seconds",
+        ] {
+            assert!(fake_only.contains(flag), "{flag} missing from {fake_only:?}");
+        }
+        for flag in [
+            "--feature-gates",
+            "--runtime-config",
+            "--secure-port",
+            "--etcd-servers",
+        ] {
+            assert!(!fake_only.contains(flag), "{flag} is kube-apiserver's");
+        }
     }
 }

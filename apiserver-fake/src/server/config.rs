@@ -414,6 +414,21 @@ impl ServerFlags {
         FlagsOnly::try_parse_from(args).map(|parsed| parsed.flags)
     }
 
+    /// The long names (`--peer-resolution-mode`) of the fake's own flags, those kube-apiserver does not
+    /// have: the flags whose help begins with `(fake)`. What a real kube-apiserver in the cluster must
+    /// not be given (`cluster::real_member`).
+    pub fn fake_only_flags() -> std::collections::BTreeSet<String> {
+        use clap::CommandFactory;
+        FlagsOnly::command()
+            .get_arguments()
+            .filter(|arg| {
+                arg.get_help()
+                    .is_some_and(|help| help.to_string().starts_with("(fake)"))
+            })
+            .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+            .collect()
+    }
+
     /// Checks `--etcd-servers`: plain-HTTP URLs (the fake has no `--etcd-cafile`), in a binary that
     /// has the etcd backend.
     fn validate_etcd(&self) -> Result<(), ConfigError> {

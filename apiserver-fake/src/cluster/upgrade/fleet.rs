@@ -134,8 +134,9 @@ impl Fleet {
                 Ok(c.servers[index].1.local_addr())
             }
             Self::Processes(c) => {
-                c.restart(&member.name, Some(&member.kubernetes_version)).await?;
-                address(&c.url(&member.name)?)
+                let name = member.name.clone();
+                c.restart_as(member).await?;
+                address(&c.url(&name)?)
             }
         }
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::api::catalog::{KubeVersion, ServedApis};
 use crate::cluster::MemberSpec;
+use crate::cluster::real_member::KubeApiserverBinary;
 use crate::server::config::{PeerResolutionModeFlag, ServerFlags};
 
 /// Which runs to make: with the Mixed Version Proxy, without, or both (same seed, same schedule).
@@ -85,6 +86,12 @@ pub struct UpgradeArgs {
     /// the run ends).
     #[arg(long)]
     pub exec: Option<String>,
+    /// A real kube-apiserver binary every server runs once upgraded (a path, or a name looked up in
+    /// `$KUBEBUILDER_ASSETS` and on `PATH`, as `cluster --config`'s `binary:`); it must report the
+    /// `--to` minor. Servers start as fakes at `--from` and are replaced one at a time by the real
+    /// server, given only kube-apiserver's own flags. Needs `--run processes --store etcd`.
+    #[arg(long, value_name = "PATH")]
+    pub kube_apiserver: Option<String>,
     /// Seed of every client's choices (what to request, in which order).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -160,6 +167,9 @@ pub enum PlanError {
     /// The servers' own flags were refused (the message is the server's).
     #[error("{0}")]
     ServerFlags(String),
+    /// `--kube-apiserver` names no usable binary, or one of another minor than `--to`.
+    #[error("--kube-apiserver: {0}")]
+    KubeApiserver(String),
 }
 
 /// At most this many servers (each takes one 127.0.0.x address).
@@ -235,6 +245,8 @@ pub struct Plan {
     pub drain: Duration,
     /// How long the load balancer takes to notice a crash.
     pub health_check: Duration,
+    /// `--kube-apiserver`, resolved: what the servers run once upgraded.
+    pub upgraded_binary: Option<KubeApiserverBinary>,
 }
 
 fn seconds(value: f64, flag: &'static str) -> Result<Duration, PlanError> {
@@ -298,6 +310,26 @@ impl Plan {
         if !args.etcd_servers.is_empty() && args.store != UpgradeStore::Etcd {
             return Err(PlanError::Runtime("--etcd-servers needs --store etcd"));
         }
+        let upgraded_binary = match &args.kube_apiserver {
+            None => None,
+            Some(_) if args.run != UpgradeRun::Processes => {
+                return Err(PlanError::Runtime(
+                    "--kube-apiserver: a real kube-apiserver runs as a process of its own on etcd; use --run processes --store etcd",
+                ));
+            }
+            Some(name) => {
+                let binary = KubeApiserverBinary::resolve(name, std::path::Path::new("."))
+                    .map_err(|e| PlanError::KubeApiserver(e.to_string()))?;
+                if binary.minor != to.minor {
+                    return Err(PlanError::KubeApiserver(format!(
+                        "{} is Kubernetes {}, not the --to minor {to}",
+                        binary.path.display(),
+                        binary.version
+                    )));
+                }
+                Some(binary)
+            }
+        };
         let runs = match args.mvp {
             MvpRuns::On => vec![true],
             MvpRuns::Off => vec![false],
@@ -308,6 +340,7 @@ impl Plan {
             final_dwell: seconds(args.final_dwell_seconds, "final-dwell-seconds")?,
             drain: seconds(args.drain_seconds, "drain-seconds")?,
             health_check: seconds(args.health_check_seconds, "health-check-seconds")?,
+            upgraded_binary,
             args,
             from,
             to,
@@ -392,7 +425,13 @@ impl Plan {
             extra_flags: flags,
             note: String::new(),
             try_command: String::new(),
-            binary: None,
+            // The real server, once upgraded: it gets kube-apiserver's flags only
+            // (`real_member::kube_apiserver_args` drops the fakes' timings and mode).
+            binary: self
+                .upgraded_binary
+                .as_ref()
+                .filter(|_| version == self.to)
+                .map(|binary| binary.path.clone()),
         }
     }
 
