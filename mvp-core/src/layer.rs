@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tower::Layer;
+use tower_layer::Layer;
 
 use crate::decision::PeerResolutionMode;
 use crate::discovery_peers::{DiscoveryConfig, DiscoveryPeers};

@@ -1,4 +1,4 @@
-//! The Kubernetes Mixed Version Proxy (KEP-4020) as a reusable tower [`Layer`](tower::Layer).
+//! The Kubernetes Mixed Version Proxy (KEP-4020) as a reusable tower [`Layer`](tower_layer::Layer).
 //!
 //! In a control plane whose apiservers run different versions, a request for a resource the
 //! receiving server does not serve is proxied to a peer that does, exactly as
@@ -20,7 +20,8 @@
 //! - the receiving side of the front-proxy handshake: [`RequestHeaderAuthenticator`];
 //! - peer-aggregated `/apis` discovery: [`PeerAggregatedDiscoveryHandler`] and
 //!   [`merge_peer_discovery`], over the wire types of [`apidiscovery`];
-//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends.
+//! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends (cargo feature `prometheus`;
+//!   without it no `prometheus` type is in the API and nothing is recorded).
 //!
 //! # Embedding
 //!

@@ -1,7 +1,10 @@
-//! The filter's Prometheus metrics (docs/mvp-behaviour.md §6), registered in a caller-provided registry.
+//! The filter's Prometheus metrics (docs/mvp-behaviour.md §6), registered in a caller-provided registry
+//! with the `prometheus` feature. Without it the layer records nothing and no `prometheus` type is in
+//! the crate's API: [`MvpMetrics`] then has no value at all.
 //!
 //! Help texts are upstream's, with the `[ALPHA] ` prefix component-base adds to alpha metrics.
 
+#[cfg(feature = "prometheus")]
 use prometheus::{IntCounterVec, Opts, Registry};
 
 use crate::gvr::GroupVersionResource;
@@ -26,39 +29,58 @@ pub const DISCOVERY_ERROR_HOSTPORT_RESOLUTION: &str = "hostport_resolution";
 /// `apiserver_peer_discovery_sync_errors_total` type: fetching a peer's discovery failed.
 pub const DISCOVERY_ERROR_FETCH: &str = "fetch_discovery";
 
+#[cfg(feature = "prometheus")]
 const REROUTED_HELP_ALPHA: &str = "[ALPHA] Total number of requests that were proxied to a peer kube apiserver \
 because the local apiserver was not capable of serving it";
+#[cfg(feature = "prometheus")]
 const REROUTED_HELP_V1_36: &str = "[ALPHA] Total number of requests that were proxied to a peer kube-apiserver \
 because the local apiserver was not capable of serving it, broken down by 'group', 'version', and 'resource' \
 indicating the GVR of the request. If all three are empty (\"\"), the request is a discovery request.";
+#[cfg(feature = "prometheus")]
 const PROXY_ERRORS_HELP: &str =
     "[ALPHA] Total number of errors encountered while proxying requests to a peer kube apiserver";
+#[cfg(feature = "prometheus")]
 const DISCOVERY_SYNC_ERRORS_HELP: &str = "[ALPHA] Total number of errors encountered while syncing discovery information from a peer kube-apiserver";
 
-/// Handles to the MVP counters. Cheap to clone (counters are reference-counted).
+/// Handles to the MVP counters. Cheap to clone (counters are reference-counted). Made by
+/// `MvpMetrics::register` (feature `prometheus`); without the feature the type has no value, so a
+/// layer never records.
 #[derive(Clone, Debug)]
 pub struct MvpMetrics {
+    counters: Counters,
+}
+
+#[cfg(not(feature = "prometheus"))]
+type Counters = std::convert::Infallible;
+
+#[cfg(feature = "prometheus")]
+#[derive(Clone, Debug)]
+struct Counters {
     generation: MetricsGeneration,
     rerouted: IntCounterVec,
     proxy_errors: Option<IntCounterVec>,
     discovery_sync_errors: Option<IntCounterVec>,
 }
 
+#[cfg(feature = "prometheus")]
 impl MvpMetrics {
     /// Creates the counters of `generation` and registers them in `registry`.
     pub fn register(registry: &Registry, generation: MetricsGeneration) -> Result<Self, prometheus::Error> {
-        let metrics = Self::unregistered(generation)?;
-        registry.register(Box::new(metrics.rerouted.clone()))?;
-        if let Some(c) = &metrics.proxy_errors {
+        let counters = Counters::new(generation)?;
+        registry.register(Box::new(counters.rerouted.clone()))?;
+        if let Some(c) = &counters.proxy_errors {
             registry.register(Box::new(c.clone()))?;
         }
-        if let Some(c) = &metrics.discovery_sync_errors {
+        if let Some(c) = &counters.discovery_sync_errors {
             registry.register(Box::new(c.clone()))?;
         }
-        Ok(metrics)
+        Ok(Self { counters })
     }
+}
 
-    fn unregistered(generation: MetricsGeneration) -> Result<Self, prometheus::Error> {
+#[cfg(feature = "prometheus")]
+impl Counters {
+    fn new(generation: MetricsGeneration) -> Result<Self, prometheus::Error> {
         let opts = |name: &str, help: &str| Opts::new(name, help).subsystem("apiserver");
         Ok(match generation {
             MetricsGeneration::Alpha => Self {
@@ -84,45 +106,60 @@ impl MvpMetrics {
             },
         })
     }
+}
 
+impl MvpMetrics {
     /// Counts one proxied request answered with `code` (the peer's status, or 503 on a
     /// transport error). `gvr` is `None` for discovery fetches (empty labels).
     pub(crate) fn inc_rerouted(&self, code: u16, gvr: Option<&GroupVersionResource>) {
-        let code = code.to_string();
-        match self.generation {
-            MetricsGeneration::Alpha => self.rerouted.with_label_values(&[code.as_str()]).inc(),
-            MetricsGeneration::V1_36 => {
-                let (g, v, r) = labels(gvr);
-                self.rerouted.with_label_values(&[code.as_str(), g, v, r]).inc();
+        #[cfg(feature = "prometheus")]
+        {
+            let c = &self.counters;
+            let code = code.to_string();
+            match c.generation {
+                MetricsGeneration::Alpha => c.rerouted.with_label_values(&[code.as_str()]).inc(),
+                MetricsGeneration::V1_36 => {
+                    let (g, v, r) = labels(gvr);
+                    c.rerouted.with_label_values(&[code.as_str(), g, v, r]).inc();
+                }
             }
         }
+        #[cfg(not(feature = "prometheus"))]
+        match (self.counters, code, gvr) {}
     }
 
     /// Counts a proxy error of type `kind` ([`PROXY_ERROR_ENDPOINT_RESOLUTION`],
     /// [`PROXY_ERROR_TRANSPORT`]); a no-op for [`MetricsGeneration::Alpha`].
     pub(crate) fn inc_proxy_error(&self, kind: &str, gvr: Option<&GroupVersionResource>) {
-        if let Some(c) = &self.proxy_errors {
+        #[cfg(feature = "prometheus")]
+        if let Some(c) = &self.counters.proxy_errors {
             let (g, v, r) = labels(gvr);
             c.with_label_values(&[kind, g, v, r]).inc();
         }
+        #[cfg(not(feature = "prometheus"))]
+        match (self.counters, kind, gvr) {}
     }
 
     /// Counts a peer discovery sync error of type `kind` (`DISCOVERY_ERROR_*`); a no-op for
     /// [`MetricsGeneration::Alpha`].
     pub(crate) fn inc_discovery_sync_error(&self, kind: &str) {
-        if let Some(c) = &self.discovery_sync_errors {
+        #[cfg(feature = "prometheus")]
+        if let Some(c) = &self.counters.discovery_sync_errors {
             c.with_label_values(&[kind]).inc();
         }
+        #[cfg(not(feature = "prometheus"))]
+        match (self.counters, kind) {}
     }
 }
 
+#[cfg(feature = "prometheus")]
 fn labels(gvr: Option<&GroupVersionResource>) -> (&str, &str, &str) {
     gvr.map_or(("", "", ""), |g| {
         (g.group.as_str(), g.version.as_str(), g.resource.as_str())
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "prometheus"))]
 pub(crate) mod tests {
     use super::*;
     use prometheus::Encoder;

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+#[cfg(feature = "prometheus")]
 use prometheus::{IntCounter, Opts, Registry};
 
 use crate::apidiscovery::APIGroupDiscoveryList;
@@ -16,9 +17,12 @@ use crate::discovery_merge::merge_peer_discovery;
 use crate::peer_discovery::PeerDiscoveryCache;
 
 /// Upstream's help texts, with the `[ALPHA] ` prefix component-base adds.
+#[cfg(feature = "prometheus")]
 const HITS_HELP: &str = "[ALPHA] Counter of number of times discovery was served from peer-aggregated cache";
+#[cfg(feature = "prometheus")]
 const MISSES_HELP: &str =
     "[ALPHA] Counter of number of times discovery was aggregated across all API servers";
+#[cfg(feature = "prometheus")]
 const NOPEER_HELP: &str =
     "[ALPHA] Counter of number of times no-peer (non peer-aggregated) discovery was requested";
 
@@ -80,17 +84,27 @@ impl DiscoveryAnswer {
 /// `aggregated/metrics.go`, ALPHA, since 1.35).
 #[derive(Debug, Clone)]
 pub struct PeerAggregatedMetrics {
-    /// `aggregator_discovery_peer_aggregated_cache_hits_total`: a peer-aggregated `/apis` request
-    /// served from the cached merge.
-    pub cache_hits: IntCounter,
-    /// `aggregator_discovery_peer_aggregated_cache_misses_total`: the merged document
-    /// (re)computed, also when there are no peers to merge.
-    pub cache_misses: IntCounter,
-    /// `aggregator_discovery_nopeer_requests_total`: aggregated `v2` requests of `/api` or `/apis`
-    /// with `profile=nopeer`, counted with or without a connected peer cache.
-    pub nopeer_requests: IntCounter,
+    counters: AggregatedCounters,
 }
 
+#[cfg(not(feature = "prometheus"))]
+type AggregatedCounters = std::convert::Infallible;
+
+#[cfg(feature = "prometheus")]
+#[derive(Debug, Clone)]
+struct AggregatedCounters {
+    /// `aggregator_discovery_peer_aggregated_cache_hits_total`: a peer-aggregated `/apis` request
+    /// served from the cached merge.
+    cache_hits: IntCounter,
+    /// `aggregator_discovery_peer_aggregated_cache_misses_total`: the merged document
+    /// (re)computed, also when there are no peers to merge.
+    cache_misses: IntCounter,
+    /// `aggregator_discovery_nopeer_requests_total`: aggregated `v2` requests of `/api` or `/apis`
+    /// with `profile=nopeer`, counted with or without a connected peer cache.
+    nopeer_requests: IntCounter,
+}
+
+#[cfg(feature = "prometheus")]
 impl PeerAggregatedMetrics {
     /// Creates the counters and registers them in `registry`; fails if `registry` already holds
     /// counters of these names.
@@ -101,13 +115,57 @@ impl PeerAggregatedMetrics {
             Ok(counter)
         };
         Ok(Self {
-            cache_hits: counter("aggregator_discovery_peer_aggregated_cache_hits_total", HITS_HELP)?,
-            cache_misses: counter(
-                "aggregator_discovery_peer_aggregated_cache_misses_total",
-                MISSES_HELP,
-            )?,
-            nopeer_requests: counter("aggregator_discovery_nopeer_requests_total", NOPEER_HELP)?,
+            counters: AggregatedCounters {
+                cache_hits: counter("aggregator_discovery_peer_aggregated_cache_hits_total", HITS_HELP)?,
+                cache_misses: counter(
+                    "aggregator_discovery_peer_aggregated_cache_misses_total",
+                    MISSES_HELP,
+                )?,
+                nopeer_requests: counter("aggregator_discovery_nopeer_requests_total", NOPEER_HELP)?,
+            },
         })
+    }
+}
+
+#[cfg(feature = "prometheus")]
+impl PeerAggregatedMetrics {
+    /// `aggregator_discovery_peer_aggregated_cache_hits_total`: peer-aggregated `/apis` requests
+    /// served from the cached merge.
+    pub fn cache_hits(&self) -> u64 {
+        self.counters.cache_hits.get()
+    }
+
+    /// `aggregator_discovery_peer_aggregated_cache_misses_total`: times the merged document was
+    /// (re)computed, also when there were no peers to merge.
+    pub fn cache_misses(&self) -> u64 {
+        self.counters.cache_misses.get()
+    }
+
+    /// `aggregator_discovery_nopeer_requests_total`: aggregated `v2` requests of `/api` or `/apis`
+    /// with `profile=nopeer`.
+    pub fn nopeer_requests(&self) -> u64 {
+        self.counters.nopeer_requests.get()
+    }
+}
+
+/// Which counter of [`PeerAggregatedMetrics`] an answer counts in.
+#[derive(Clone, Copy, Debug)]
+enum Counted {
+    Hit,
+    Miss,
+    NoPeer,
+}
+
+impl PeerAggregatedMetrics {
+    fn count(&self, counted: Counted) {
+        #[cfg(feature = "prometheus")]
+        match counted {
+            Counted::Hit => self.counters.cache_hits.inc(),
+            Counted::Miss => self.counters.cache_misses.inc(),
+            Counted::NoPeer => self.counters.nopeer_requests.inc(),
+        }
+        #[cfg(not(feature = "prometheus"))]
+        match (self.counters, counted) {}
     }
 }
 
@@ -146,19 +204,32 @@ pub struct PeerAggregatedDiscoveryHandler {
     server_id: String,
     peers: OnceLock<Arc<PeerDiscoveryCache>>,
     cache: Mutex<Option<CachedMerge>>,
-    metrics: PeerAggregatedMetrics,
+    metrics: Option<PeerAggregatedMetrics>,
 }
 
 impl PeerAggregatedDiscoveryHandler {
     /// A handler for server `server_id` (its identity-lease name, which decides where its groups
-    /// sort among the peers'), with its counters registered in `registry`.
-    pub fn new(server_id: impl Into<String>, registry: &Registry) -> Result<Self, prometheus::Error> {
-        Ok(Self {
+    /// sort among the peers'); it counts nothing until [`Self::with_metrics`].
+    pub fn new(server_id: impl Into<String>) -> Self {
+        Self {
             server_id: server_id.into(),
             peers: OnceLock::new(),
             cache: Mutex::new(None),
-            metrics: PeerAggregatedMetrics::register(registry)?,
-        })
+            metrics: None,
+        }
+    }
+
+    /// Counts its answers in `metrics` (upstream's `aggregator_discovery_*` counters).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: PeerAggregatedMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn count(&self, counted: Counted) {
+        if let Some(metrics) = &self.metrics {
+            metrics.count(counted);
+        }
     }
 
     /// Connects the peer discovery cache the Mixed Version Proxy fills (see
@@ -173,9 +244,9 @@ impl PeerAggregatedDiscoveryHandler {
         self.set_peer_cache(peers.peer_cache().clone())
     }
 
-    /// The counters.
-    pub fn metrics(&self) -> &PeerAggregatedMetrics {
-        &self.metrics
+    /// The counters given to [`Self::with_metrics`], if any.
+    pub fn metrics(&self) -> Option<&PeerAggregatedMetrics> {
+        self.metrics.as_ref()
     }
 
     /// Drops the cached merge (upstream `InvalidateCache`); the next `/apis` request recomputes it.
@@ -193,7 +264,7 @@ impl PeerAggregatedDiscoveryHandler {
         if_none_match: Option<&str>,
     ) -> DiscoveryAnswer {
         if profile == DiscoveryProfile::NoPeer {
-            self.metrics.nopeer_requests.inc();
+            self.count(Counted::NoPeer);
             return DiscoveryAnswer::new(local, if_none_match);
         }
         let Some(peers) = self.peers.get() else {
@@ -207,10 +278,10 @@ impl PeerAggregatedDiscoveryHandler {
             && cached.peer_generation == peer_generation
             && cached.local == local
         {
-            self.metrics.cache_hits.inc();
+            self.count(Counted::Hit);
             return DiscoveryAnswer::with_etag(cached.merged.clone(), cached.etag.clone(), if_none_match);
         }
-        self.metrics.cache_misses.inc();
+        self.count(Counted::Miss);
         let merged = Arc::new(merge_with_peers(&self.server_id, &local, peers));
         let etag = merged.etag();
         *cache = Some(CachedMerge {
@@ -231,7 +302,7 @@ impl PeerAggregatedDiscoveryHandler {
         if_none_match: Option<&str>,
     ) -> DiscoveryAnswer {
         if profile == DiscoveryProfile::NoPeer {
-            self.metrics.nopeer_requests.inc();
+            self.count(Counted::NoPeer);
         }
         DiscoveryAnswer::new(local, if_none_match)
     }
@@ -261,7 +332,9 @@ fn merge_with_peers(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashMap;
+    #[cfg(feature = "prometheus")]
+    use std::collections::HashSet;
 
     use serde_json::{Value, json};
 
@@ -291,14 +364,16 @@ mod tests {
         PeerDiscoveryEntry::from_discovery_lists([&serde_json::to_value(list).unwrap()])
     }
 
+    #[cfg(feature = "prometheus")]
     fn names(answer: &DiscoveryAnswer) -> Vec<String> {
         let document = answer.document.as_ref().expect("a 200 answer");
         document.items.iter().map(|g| g.name().to_owned()).collect()
     }
 
+    #[cfg(feature = "prometheus")]
     fn counts(handler: &PeerAggregatedDiscoveryHandler) -> (u64, u64, u64) {
-        let m = handler.metrics();
-        (m.cache_hits.get(), m.cache_misses.get(), m.nopeer_requests.get())
+        let m = handler.metrics().expect("counters");
+        (m.cache_hits(), m.cache_misses(), m.nopeer_requests())
     }
 
     const DEFAULT: DiscoveryProfile = DiscoveryProfile::PeerAggregated;
@@ -316,10 +391,12 @@ mod tests {
     /// Upstream `TestPeerAggregatedDiscoveryMetrics`: three peer-aggregated requests (one with an
     /// unknown profile) → 2 hits, 1 miss; two `nopeer` requests, invalidating in between → nopeer 2,
     /// hits and misses unchanged.
+    #[cfg(feature = "prometheus")]
     #[test]
     fn metrics_match_upstreams_unit_test() {
         let registry = Registry::new();
-        let handler = PeerAggregatedDiscoveryHandler::new("test-server", &registry).unwrap();
+        let handler = PeerAggregatedDiscoveryHandler::new("test-server")
+            .with_metrics(PeerAggregatedMetrics::register(&registry).unwrap());
         let peers = Arc::new(PeerDiscoveryCache::new());
         peers.replace(HashMap::from([(
             "peer-server-1".to_owned(),
@@ -367,9 +444,11 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "prometheus")]
     #[test]
     fn cache_hits_misses_and_invalidation_follow_local_and_peer_changes() {
-        let handler = PeerAggregatedDiscoveryHandler::new("a", &Registry::new()).unwrap();
+        let handler = PeerAggregatedDiscoveryHandler::new("a")
+            .with_metrics(PeerAggregatedMetrics::register(&Registry::new()).unwrap());
         let local = list(&["apps"], false);
         let answer = handler.serve_apis(local.clone(), DEFAULT, None);
         assert_eq!(
@@ -429,7 +508,7 @@ mod tests {
 
     #[test]
     fn if_none_match_with_the_etag_is_not_modified() {
-        let handler = PeerAggregatedDiscoveryHandler::new("a", &Registry::new()).unwrap();
+        let handler = PeerAggregatedDiscoveryHandler::new("a");
         let peers = Arc::new(PeerDiscoveryCache::new());
         peers.replace(HashMap::from([(
             "b".to_owned(),

@@ -328,17 +328,23 @@ fn header_names(names: &[String]) -> Result<Vec<HeaderName>, RequestHeaderError>
         .collect()
 }
 
-/// The subject CN of a certificate; like Go's `pkix.Name`, the last CN attribute wins.
+/// The subject CN of a certificate; like Go's `pkix.Name`, the last CN attribute wins (and one whose value
+/// is not a string is skipped).
 pub(crate) fn common_name(cert: &CertificateDer<'_>) -> Result<String, RequestHeaderError> {
-    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+    use x509_cert::der::Decode as _;
+    use x509_cert::der::oid::db::rfc4519::COMMON_NAME;
+    use x509_cert::ext::pkix::name::DirectoryString;
+    let parsed = x509_cert::Certificate::from_der(cert.as_ref())
         .map_err(|e| RequestHeaderError::ParseCertificate(e.to_string()))?;
     Ok(parsed
+        .tbs_certificate()
         .subject()
-        .iter_common_name()
-        .filter_map(|cn| cn.as_str().ok())
+        .iter()
+        .filter(|attribute| attribute.oid == COMMON_NAME)
+        .filter_map(|attribute| DirectoryString::try_from(&attribute.value).ok())
         .last()
-        .unwrap_or_default()
-        .to_owned())
+        .map(|cn| cn.value().into_owned())
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -60,8 +60,7 @@ pub struct RandomPeerChooser;
 
 impl PeerChooser for RandomPeerChooser {
     fn choose(&self, n: usize) -> usize {
-        use rand::Rng;
-        rand::rng().random_range(0..n.max(1))
+        fastrand::usize(0..n.max(1))
     }
 }
 

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
-use tower::Service;
+use tower_service::Service;
 
 use crate::body::{BoxError, MvpBody};
 use crate::decision::{Decision, DecisionInputs, decide};
@@ -160,7 +160,7 @@ where
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "prometheus"))]
 mod tests {
     //! Mirrors upstream `peerproxy_handler_test.go`: RequestInfo → user → MVP filter → "OK".
     use super::*;

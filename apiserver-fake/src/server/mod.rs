@@ -444,8 +444,9 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     );
     let metrics = ServerMetrics::new();
     let peer_aggregated = if options.mvp_gate_enabled() && options.emulated_version.minor >= 35 {
-        let handler = PeerAggregatedDiscoveryHandler::new(server_id.clone(), metrics.registry())
+        let counters = mvp_core::PeerAggregatedMetrics::register(metrics.registry())
             .map_err(crate::server::mvp::peer_proxy::PeerProxyError::from)?;
+        let handler = PeerAggregatedDiscoveryHandler::new(server_id.clone()).with_metrics(counters);
         Some(Arc::new(handler))
     } else {
         None

@@ -514,9 +514,8 @@ mod tests {
 
     /// A 1.36 context whose peer-aggregated handler sees one peer, `peer-server-1`, serving `peer`.
     fn with_peer(ctx: &mut DiscoveryContext, peer: &ServedApis) -> Arc<PeerAggregatedDiscoveryHandler> {
-        let handler = Arc::new(
-            PeerAggregatedDiscoveryHandler::new("test-server", &prometheus::Registry::new()).unwrap(),
-        );
+        let counters = mvp_core::PeerAggregatedMetrics::register(&prometheus::Registry::new()).unwrap();
+        let handler = Arc::new(PeerAggregatedDiscoveryHandler::new("test-server").with_metrics(counters));
         let document = aggregated::apis_document(peer, ctx.version, AggregatedVersion::V2);
         let documents = [serde_json::to_value(&document).unwrap()];
         handler.set_peer_cache(mvp_core::PeerDiscoveryCache::from_documents([(
@@ -622,17 +621,14 @@ mod tests {
         handler.invalidate();
         get("/apis", &[("accept", &nopeer)], &apis, &ctx);
         handler.invalidate();
-        let m = handler.metrics();
-        assert_eq!(
-            (m.cache_hits.get(), m.cache_misses.get(), m.nopeer_requests.get()),
-            (2, 1, 2)
-        );
+        let m = handler.metrics().expect("counters");
+        assert_eq!((m.cache_hits(), m.cache_misses(), m.nopeer_requests()), (2, 1, 2));
         // `/api` goes through the same wrapper upstream: a nopeer request there counts too.
         assert_eq!(
             get("/api", &[("accept", &nopeer)], &apis, &ctx).unwrap().status(),
             200
         );
-        assert_eq!(m.nopeer_requests.get(), 3);
+        assert_eq!(m.nopeer_requests(), 3);
     }
 
     #[test]
