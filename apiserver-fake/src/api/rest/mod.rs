@@ -101,6 +101,9 @@ pub struct ResourceInfo {
     /// Custom resources: the CRD version's `openAPIV3Schema`, which prunes and validates what is
     /// written ([`structural`]); `None` for built-ins and CRD versions without a schema.
     pub schema: Option<Arc<Value>>,
+    /// Custom resources: the `openAPIV3Schema` of the CRD's storage version, whose `default`s every
+    /// object read from storage gets ([`structural::defaulting`]); `None` for built-ins.
+    pub storage_schema: Option<Arc<Value>>,
 }
 
 impl ResourceInfo {
@@ -137,6 +140,15 @@ impl ResourceInfo {
     /// Whether the resource has a `status` subresource (then main-resource writes ignore `status`).
     pub fn has_status(&self) -> bool {
         self.subresources.iter().any(|s| s.name == "status")
+    }
+
+    /// An object as read from storage: a custom resource gets its storage version's structural
+    /// defaults, as upstream's storage decoder defaults every object it reads (so objects stored
+    /// before a `default` was added read back with it).
+    pub fn default_stored(&self, object: &mut Value) {
+        if let Some(schema) = &self.storage_schema {
+            structural::defaulting::apply(schema, object);
+        }
     }
 
     fn allows(&self, verb: &str) -> bool {
@@ -192,6 +204,7 @@ impl ResourceCatalog for crate::api::catalog::ServedApis {
             custom: false,
             printer_columns: Vec::new(),
             schema: None,
+            storage_schema: None,
         })
     }
 
@@ -361,7 +374,8 @@ impl RestRequest<'_> {
     }
 
     /// Present an object for a response.
-    pub fn present(&self, object: serde_json::Value) -> serde_json::Value {
+    pub fn present(&self, mut object: serde_json::Value) -> serde_json::Value {
+        self.resource.default_stored(&mut object);
         object::present(object, &self.resource.api_version(), &self.resource.kind)
     }
 
@@ -429,6 +443,13 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
             resource.printer_columns = table::PrinterColumn::for_crd_version(&definition, &resource.version);
             resource.schema =
                 crate::api::catalog::crd_version_schema(&definition, &resource.version).map(Arc::new);
+            resource.storage_schema = definition
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .and_then(|versions| versions.iter().find(|v| v["storage"].as_bool() == Some(true)))
+                .and_then(|v| v["name"].as_str())
+                .and_then(|storage| crate::api::catalog::crd_version_schema(&definition, storage))
+                .map(Arc::new);
         }
     }
     let (parts, body) = req.into_parts();

@@ -109,6 +109,8 @@ fn validate_custom_fields(
             .map(|path| format!("unknown field \"{path}\"")),
     );
     let warnings = findings.enforce(directive, &prefix)?;
+    // The decoder defaults what it decoded before the strategy validates it.
+    structural::defaulting::apply(&schema, object);
     let causes = structural::validate(&schema, object);
     if !causes.is_empty() {
         let name = object
@@ -319,6 +321,36 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value) -> Result<(), Status> 
     Err(Status::invalid(&req.resource.group_kind(), name, causes))
 }
 
+/// The CEL rules of what is written ([`structural::validation_rules`]): a custom resource's
+/// `x-kubernetes-validations` (with `current`, the stored object, for transition rules), and the
+/// rules of a CRD, which must compile. Upstream's 422 `Invalid` when they do not hold.
+fn validate_rules(req: &RestRequest<'_>, current: Option<&Value>, object: &Value) -> Result<(), Status> {
+    let is_definition = !req.resource.custom
+        && req.resource.group == "apiextensions.k8s.io"
+        && req.resource.resource == "customresourcedefinitions"
+        && req.info.subresource.is_empty();
+    let causes = if is_definition {
+        structural::validation_rules::check_definition(object)
+    } else if let (true, Some(schema)) = (req.resource.custom, &req.resource.schema) {
+        // The stored object as upstream reads it: defaulted.
+        let mut old = current.cloned();
+        if let Some(old) = old.as_mut() {
+            req.resource.default_stored(old);
+        }
+        structural::validation_rules::validate(schema, object, old.as_ref())
+    } else {
+        return Ok(());
+    };
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = match meta_str(object, "name") {
+        "" => meta_str(object, "generateName"),
+        name => name,
+    };
+    Err(Status::invalid(&req.resource.group_kind(), name, causes))
+}
+
 /// The raw body when it is JSON (where duplicate fields can be seen).
 fn json_body<'b>(req: &RestRequest<'_>, body: &'b [u8]) -> Option<&'b [u8]> {
     (input_media_type(&req.headers).as_deref() == Some("application/json")).then_some(body)
@@ -404,6 +436,7 @@ async fn create_object(
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
     validate_schema(req, &object)?;
+    validate_rules(req, None, &object)?;
     generation::prepare_for_create(req.generation_bump(), &mut object);
     // A Service's allocation and its write are one step for other creates (see `service_ip`).
     let _allocation = if is_service(req) {
@@ -660,6 +693,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
+    validate_rules(req, Some(&current), &next)?;
     record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
@@ -745,6 +779,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             None => record_update(req, Some(&current), &mut next),
         }
         validate_schema(req, &next)?;
+        validate_rules(req, Some(&current), &next)?;
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {
