@@ -79,8 +79,98 @@ fn position(source: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// cel-go's parser limit on nesting (`parser.MaxRecursionDepth`, 250 by default): deeper expressions
+/// are compile errors, which also bounds the recursion of everything that walks a compiled expression.
+pub const MAX_RECURSION_DEPTH: usize = 250;
+
+/// The parser and the walks over its tree recurse as deep as the expression nests: they run on a
+/// stack of their own this large (reserved, used as needed), so a deep expression is an error, never
+/// a crashed server.
+const COMPILE_STACK: usize = 256 * 1024 * 1024;
+
 /// Compiles `source` for an environment declaring `variables` (e.g. `self`, `oldSelf`).
 pub fn compile(source: &str, variables: &[&str]) -> Result<Expression, CompileError> {
+    stacker::grow(COMPILE_STACK, || compile_on_stack(source, variables))
+}
+
+/// The most operator characters (`+`, `&`, `.`, …) outside string literals an expression may have:
+/// the parser nests a chain of binary operators as deep as it is long, so a longer chain is refused
+/// as too deep before parsing (the limit leaves far more than any rule needs).
+const MAX_OPERATORS: usize = 2_000;
+
+/// The offset of the first bracket nested deeper than [`MAX_RECURSION_DEPTH`], or of the operator past
+/// [`MAX_OPERATORS`], outside string literals: found before parsing (the parser would recurse that
+/// deep first).
+fn too_deeply_nested(source: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut operators = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (offset, c) in source.char_indices() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => quote = Some(c),
+            '(' | '[' | '{' => {
+                depth += 1;
+                if depth > MAX_RECURSION_DEPTH {
+                    return Some(offset);
+                }
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '+' | '-' | '*' | '/' | '%' | '<' | '>' | '=' | '!' | '&' | '|' | '?' | ':' | '.' | ',' => {
+                operators += 1;
+                if operators > MAX_OPERATORS {
+                    return Some(offset);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The depth of a parsed expression, counted without recursion (its tree may be deeper than a stack).
+fn depth(root: &cel::IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(root, 1usize)];
+    while let Some((expr, level)) = pending.pop() {
+        deepest = deepest.max(level);
+        let mut children: Vec<&cel::IdedExpr> = Vec::new();
+        match &expr.expr {
+            Expr::Call(call) => {
+                children.extend(call.target.as_deref());
+                children.extend(&call.args);
+            }
+            Expr::Comprehension(c) => {
+                children.extend([&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]);
+            }
+            Expr::List(list) => children.extend(&list.elements),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let cel::common::ast::EntryExpr::MapEntry(entry) = &entry.expr {
+                        children.extend([&entry.key, &entry.value]);
+                    }
+                }
+            }
+            Expr::Select(select) => children.push(&select.operand),
+            Expr::Struct(_) | Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+        pending.extend(children.into_iter().map(|child| (child, level + 1)));
+    }
+    deepest
+}
+
+/// Compiles `source` for an environment declaring `variables` (e.g. `self`, `oldSelf`).
+fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, CompileError> {
     if source.len() > MAX_EXPRESSION_LENGTH {
         return Err(CompileError {
             issues: format!(
@@ -89,8 +179,18 @@ pub fn compile(source: &str, variables: &[&str]) -> Result<Expression, CompileEr
             ),
         });
     }
-    // The parser recurses on nesting; a deep expression gets a larger stack, not a crash.
-    let parsed = stacker::maybe_grow(256 * 1024, 16 * 1024 * 1024, || ENVIRONMENT.compile(source));
+    if let Some(offset) = too_deeply_nested(source) {
+        let (line, column) = position(source, offset);
+        return Err(CompileError {
+            issues: issue(
+                source,
+                line,
+                column,
+                &format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"),
+            ),
+        });
+    }
+    let parsed = ENVIRONMENT.compile(source);
     let program = parsed.map_err(|errors| CompileError {
         issues: errors
             .errors
@@ -103,6 +203,16 @@ pub fn compile(source: &str, variables: &[&str]) -> Result<Expression, CompileEr
             .collect::<Vec<_>>()
             .join("\n"),
     })?;
+    if depth(program.expression()) > MAX_RECURSION_DEPTH {
+        return Err(CompileError {
+            issues: issue(
+                source,
+                1,
+                1,
+                &format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"),
+            ),
+        });
+    }
     let mut walk = Walk {
         declared: variables.iter().copied().collect(),
         scope: Vec::new(),
@@ -301,5 +411,49 @@ mod tests {
                 eval(rule, spec.clone())
             );
         }
+    }
+
+    #[test]
+    fn runtime_errors_are_errors_not_panics() {
+        for rule in [
+            "1 / 0 == 1",
+            "9223372036854775807 + 1 > 0",
+            "self.ports[5] == 1",
+            "self.missing == 1",
+            "'abc'.substring(5) == ''",
+            "self.name.matches('(') ",
+            "'x'.find('[') == ''",
+            "int('nope') == 1",
+            "self.ports.map(p, p / 0) == []",
+        ] {
+            assert!(eval(rule, json!({"name": "a", "ports": [1]})).is_err(), "{rule}");
+        }
+        let deep = format!("{}1{}", "(".repeat(5_000), ")".repeat(5_000));
+        let error = compile(&deep, &["self"]).unwrap_err();
+        assert!(
+            error
+                .issues
+                .starts_with("ERROR: <input>:1:251: expression recursion limit exceeded: 250"),
+            "{}",
+            error.issues
+        );
+        let sum = format!("1{}", " + 1".repeat(20_000));
+        assert!(compile(&sum, &["self"]).is_err(), "a chain longer than the limit");
+        let sum = format!("1{}", " + 1".repeat(MAX_OPERATORS));
+        assert!(
+            compile(&sum, &["self"])
+                .unwrap_err()
+                .issues
+                .contains("recursion limit"),
+            "parsed, too deep"
+        );
+        assert!(
+            compile(&"1 + ".repeat(MAX_EXPRESSION_LENGTH), &["self"]).is_err(),
+            "too long"
+        );
+        assert!(
+            compile("'((((' == self", &["self"]).is_ok(),
+            "brackets in strings do not nest"
+        );
     }
 }

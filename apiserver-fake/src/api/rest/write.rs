@@ -377,7 +377,8 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         BodySource::Object(json_body(req, &body)),
         "CreateOptions",
     )?;
-    let (created, code) = create_object(req, object, Ownership::Update).await?;
+    let (created, code, admission_warnings) = create_object(req, object, Ownership::Update).await?;
+    let warnings = [warnings, admission_warnings].concat();
     Ok(with_warnings(
         req.respond(code, &render_object(req, created)),
         &warnings,
@@ -385,11 +386,12 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
 }
 
 /// Creates `object` (already decoded) as POST does; shared with server-side apply of a missing object.
+/// The created object, the status code, and the warnings of admission.
 async fn create_object(
     req: &RestRequest<'_>,
     mut object: Value,
     ownership: Ownership<'_>,
-) -> Result<(Value, StatusCode), Status> {
+) -> Result<(Value, StatusCode, Vec<String>), Status> {
     let dry_run = req.query.dry_run()?;
     reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
     let name = meta_str(&object, "name").to_owned();
@@ -437,6 +439,7 @@ async fn create_object(
     defaults::set_defaults(&req.resource, version, &mut object);
     validate_schema(req, &object)?;
     validate_rules(req, None, &object)?;
+    let admission_warnings = super::validating_admission_policy::admit(req, &object, None).await?;
     generation::prepare_for_create(req.generation_bump(), &mut object);
     // A Service's allocation and its write are one step for other creates (see `service_ip`).
     let _allocation = if is_service(req) {
@@ -482,7 +485,7 @@ async fn create_object(
             req.ctx.store.create(&storage, &key, candidate).await
         };
         match result {
-            Ok(created) => return Ok((created, StatusCode::CREATED)),
+            Ok(created) => return Ok((created, StatusCode::CREATED, admission_warnings)),
             Err(err @ StoreError::AlreadyExists { .. }) if name.is_empty() => last_error = Some(err),
             Err(err) => return Err(err.into()),
         }
@@ -673,7 +676,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let body = read_body(body).await?;
     let mut object = decode_body(&req.headers, &body, req.resource.custom)?;
     check_type_meta(&object, &req.resource.api_version(), &req.resource.kind)?;
-    let warnings = validate_fields(
+    let mut warnings = validate_fields(
         req,
         &mut object,
         BodySource::Object(json_body(req, &body)),
@@ -694,6 +697,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
     validate_rules(req, Some(&current), &next)?;
+    warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
     record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
@@ -737,9 +741,12 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
                 check_type_meta(&applied_object, &req.resource.api_version(), &req.resource.kind)?;
                 check_update_name(&mut applied_object, &req.info.name, req.namespace.as_deref())?;
                 let configuration = applied.as_ref().unwrap_or(&Value::Null);
-                let (created, code) =
+                let (created, code, warnings) =
                     create_object(req, applied_object, Ownership::Apply(configuration)).await?;
-                return Ok(req.respond(code, &render_object(req, created)));
+                return Ok(with_warnings(
+                    req.respond(code, &render_object(req, created)),
+                    &warnings,
+                ));
             }
             Err(e) => return Err(e.into()),
         };
@@ -750,7 +757,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             return Err(Status::bad_request("the patch result is not a JSON object"));
         }
         check_type_meta(&patched, &req.resource.api_version(), &req.resource.kind)?;
-        let warnings = if patch_type == PatchType::Apply {
+        let mut warnings = if patch_type == PatchType::Apply {
             Vec::new()
         } else {
             validate_fields(req, &mut patched, BodySource::Patched, "PatchOptions")?
@@ -780,6 +787,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         }
         validate_schema(req, &next)?;
         validate_rules(req, Some(&current), &next)?;
+        warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {
