@@ -113,8 +113,12 @@ fn crd_defaults_and_validation_rules_with_kubectl() {
         "apiVersion: example.com/v1beta1\nkind: Widget\nmetadata: {name: beta}\n",
     )
     .expect("write");
-    let (created, _, err) = kubectl(&a, &["create", "-f", &beta.to_string_lossy()]);
-    assert!(created, "{err}");
+    let (created, _, warned) = kubectl(&a, &["create", "-f", &beta.to_string_lossy()]);
+    assert!(created, "{warned}");
+    // v1beta1 is deprecated: every request to it carries the warning.
+    transcript.push(format!(
+        "$ kubectl create -f beta.yaml  # apiVersion: example.com/v1beta1\n{warned}"
+    ));
     let (_, spec, _) = kubectl(
         &a,
         &[

@@ -431,6 +431,7 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         Lookup::Found(resource) => resource,
     };
     let mut resource = resource;
+    let mut deprecation_warning = None;
     if !resource.custom && !resource.group.is_empty() {
         // Custom resources are those a CRD (named `<plural>.<group>`) defines; their Tables have the
         // CRD version's printer columns.
@@ -451,6 +452,7 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
                 .and_then(|v| v["name"].as_str())
                 .and_then(|storage| crate::api::catalog::crd_version_schema(&definition, storage))
                 .map(Arc::new);
+            deprecation_warning = crd_deprecation_warning(&definition, &resource.version);
         }
     }
     let (parts, body) = req.into_parts();
@@ -502,7 +504,36 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         "deletecollection" => delete::delete_collection(&request, body).await,
         _ => Err(Status::route_method_not_allowed()),
     };
-    result.unwrap_or_else(|status| request.format.error(status))
+    let response = result.unwrap_or_else(|status| request.format.error(status));
+    match deprecation_warning {
+        Some(warning) => write::with_warnings(response, &[warning]),
+        None => response,
+    }
+}
+
+/// The warning every request to a `deprecated` CRD version gets (upstream
+/// `customresource_handler.go`): its `deprecationWarning`, else `<group>/<version> <Kind> is deprecated`.
+fn crd_deprecation_warning(crd: &Value, version: &str) -> Option<String> {
+    let served = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|v| v["name"].as_str() == Some(version))?;
+    if served["deprecated"].as_bool() != Some(true) {
+        return None;
+    }
+    Some(match served["deprecationWarning"].as_str() {
+        Some(warning) => warning.to_owned(),
+        None => format!(
+            "{}/{version} {} is deprecated",
+            crd.pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            crd.pointer("/spec/names/kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ),
+    })
 }
 
 /// Whether `subresource` of `resource` is `serviceaccounts/token` (TokenRequest).
