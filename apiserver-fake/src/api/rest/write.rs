@@ -323,26 +323,32 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value) -> Result<(), Status> 
 
 /// The CEL rules of what is written ([`structural::validation_rules`]): a custom resource's
 /// `x-kubernetes-validations` (with `current`, the stored object, for transition rules), and the
-/// rules of a CRD, which must compile. Upstream's 422 `Invalid` when they do not hold.
-fn validate_rules(req: &RestRequest<'_>, current: Option<&Value>, object: &Value) -> Result<(), Status> {
+/// rules of a CRD, which must compile. Upstream's 422 `Invalid` when they do not hold; the warnings of
+/// ratcheted rules otherwise.
+fn validate_rules(
+    req: &RestRequest<'_>,
+    current: Option<&Value>,
+    object: &Value,
+) -> Result<Vec<String>, Status> {
     let is_definition = !req.resource.custom
         && req.resource.group == "apiextensions.k8s.io"
         && req.resource.resource == "customresourcedefinitions"
         && req.info.subresource.is_empty();
-    let causes = if is_definition {
-        structural::validation_rules::check_definition(object)
+    let (causes, warnings) = if is_definition {
+        (structural::validation_rules::check_definition(object), Vec::new())
     } else if let (true, Some(schema)) = (req.resource.custom, &req.resource.schema) {
         // The stored object as upstream reads it: defaulted.
         let mut old = current.cloned();
         if let Some(old) = old.as_mut() {
             req.resource.default_stored(old);
         }
-        structural::validation_rules::validate(schema, object, old.as_ref())
+        let outcome = structural::validation_rules::validate(schema, object, old.as_ref());
+        (outcome.causes, outcome.warnings)
     } else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     if causes.is_empty() {
-        return Ok(());
+        return Ok(warnings);
     }
     let name = match meta_str(object, "name") {
         "" => meta_str(object, "generateName"),
@@ -696,7 +702,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
-    validate_rules(req, Some(&current), &next)?;
+    warnings.extend(validate_rules(req, Some(&current), &next)?);
     warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
     record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
@@ -786,7 +792,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             None => record_update(req, Some(&current), &mut next),
         }
         validate_schema(req, &next)?;
-        validate_rules(req, Some(&current), &next)?;
+        warnings.extend(validate_rules(req, Some(&current), &next)?);
         warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {

@@ -61,6 +61,8 @@ fn rule_error_string(rule: &Value) -> &str {
 struct Run {
     budget: i64,
     causes: Vec<StatusCause>,
+    /// Ratcheted failures, as `Warning` texts.
+    warnings: Vec<String>,
 }
 
 impl Run {
@@ -69,15 +71,44 @@ impl Run {
     }
 }
 
+/// What the rules said of an object.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The causes of the rules that failed, in schema walk order.
+    pub causes: Vec<StatusCause>,
+    /// Failures ratcheted on update (upstream's `CRDValidationRatcheting`, on by default since 1.30):
+    /// a rule not naming `oldSelf` that fails on a value the update left unchanged is a warning
+    /// (`spec.x: Invalid value: …`), not an error, so objects stored before a rule existed stay writable.
+    pub warnings: Vec<String>,
+}
+
 /// Runs the `x-kubernetes-validations` of `schema` on `object` (with `old`, the stored object, on
-/// updates); the causes of the rules that failed, in schema walk order.
-pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+/// updates).
+pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Outcome {
     let mut run = Run {
         budget: i64::try_from(cost::RUNTIME_CEL_COST_BUDGET).unwrap_or(i64::MAX),
         causes: Vec::new(),
+        warnings: Vec::new(),
     };
-    node(schema, object, old, "", true, &mut run);
-    run.causes
+    let at = Node {
+        path: String::new(),
+        root: true,
+        parent_unchanged: false,
+    };
+    node(schema, object, old, &at, &mut run);
+    Outcome {
+        causes: run.causes,
+        warnings: run.warnings,
+    }
+}
+
+/// Where a value is: its path, whether it is the resource root, and whether the nearest value with an
+/// old counterpart is unchanged (upstream's ratcheting falls back to it where a value has none of its
+/// own, e.g. items of a non-map list).
+struct Node {
+    path: String,
+    root: bool,
+    parent_unchanged: bool,
 }
 
 /// `self` of a resource root: its fields, with `metadata` reduced to what CEL sees of it
@@ -90,11 +121,12 @@ fn resource_root(object: &Value) -> Value {
     root
 }
 
-fn node(schema: &Value, object: &Value, old: Option<&Value>, path: &str, root: bool, run: &mut Run) {
+fn node(schema: &Value, object: &Value, old: Option<&Value>, at: &Node, run: &mut Run) {
     if object.is_null() || run.exhausted() {
         return;
     }
-    let resource = root
+    let unchanged = old.map_or(at.parent_unchanged, |old| old == object);
+    let resource = at.root
         || schema
             .get("x-kubernetes-embedded-resource")
             .and_then(Value::as_bool)
@@ -105,7 +137,7 @@ fn node(schema: &Value, object: &Value, old: Option<&Value>, path: &str, root: b
         } else {
             (object.clone(), old.cloned())
         };
-        expressions(schema, &this, previous.as_ref(), path, run);
+        expressions(schema, &this, previous.as_ref(), &at.path, unchanged, run);
         if run.exhausted() {
             return;
         }
@@ -115,7 +147,7 @@ fn node(schema: &Value, object: &Value, old: Option<&Value>, path: &str, root: b
             let old_map = correlatable_map(schema)
                 .then(|| old.and_then(Value::as_object))
                 .flatten();
-            properties(schema, map, old_map, path, run);
+            properties(schema, map, old_map, &at.path, unchanged, run);
         }
         Value::Array(items) => {
             let Some(item_schema) = schema.get("items") else {
@@ -124,14 +156,12 @@ fn node(schema: &Value, object: &Value, old: Option<&Value>, path: &str, root: b
             let old_items = old.and_then(Value::as_array);
             for (index, item) in items.iter().enumerate() {
                 let old_item = old_items.and_then(|old| correlated_item(schema, item, old));
-                node(
-                    item_schema,
-                    item,
-                    old_item,
-                    &format!("{path}[{index}]"),
-                    false,
-                    run,
-                );
+                let item_at = Node {
+                    path: format!("{}[{index}]", at.path),
+                    root: false,
+                    parent_unchanged: unchanged,
+                };
+                node(item_schema, item, old_item, &item_at, run);
                 if run.exhausted() {
                     return;
                 }
@@ -167,18 +197,25 @@ fn properties(
     map: &Map<String, Value>,
     old: Option<&Map<String, Value>>,
     path: &str,
+    unchanged: bool,
     run: &mut Run,
 ) {
     let declared = schema.get("properties").and_then(Value::as_object);
     let additional = schema.get("additionalProperties").filter(|s| s.is_object());
+    // A field the old object lacks is new: its parent changed, so nothing below it ratchets.
+    let at = |path: String, old_field: Option<&Value>| Node {
+        path,
+        root: false,
+        parent_unchanged: unchanged && old_field.is_some(),
+    };
     if let Some(additional) = additional {
         for (key, field) in map {
+            let old_field = old.and_then(|o| o.get(key));
             node(
                 additional,
                 field,
-                old.and_then(|o| o.get(key)),
-                &format!("{path}[{key}]"),
-                false,
+                old_field,
+                &at(format!("{path}[{key}]"), old_field),
                 run,
             );
             if run.exhausted() {
@@ -189,14 +226,8 @@ fn properties(
     if let Some(declared) = declared {
         for (key, field) in map {
             if let Some(property) = declared.get(key) {
-                node(
-                    property,
-                    field,
-                    old.and_then(|o| o.get(key)),
-                    &child(path, key),
-                    false,
-                    run,
-                );
+                let old_field = old.and_then(|o| o.get(key));
+                node(property, field, old_field, &at(child(path, key), old_field), run);
                 if run.exhausted() {
                     return;
                 }
@@ -206,7 +237,14 @@ fn properties(
 }
 
 /// Upstream `validateExpressions`: the rules of one node.
-fn expressions(schema: &Value, this: &Value, old: Option<&Value>, path: &str, run: &mut Run) {
+fn expressions(
+    schema: &Value,
+    this: &Value,
+    old: Option<&Value>,
+    path: &str,
+    unchanged: bool,
+    run: &mut Run,
+) {
     let kind = value::schema_type(schema).to_owned();
     let invalid = |detail: &str| StatusCause::field_invalid(shown(path), &kind, detail);
     if run.budget <= 0 {
@@ -291,8 +329,12 @@ fn expressions(schema: &Value, this: &Value, old: Option<&Value>, path: &str, ru
         if run.exhausted() {
             return;
         }
-        run.causes
-            .push(cause_for_reason(text(rule, "reason"), shown(&at), &kind, &detail));
+        let cause = cause_for_reason(text(rule, "reason"), shown(&at), &kind, &detail);
+        if !expression.uses_old_self && unchanged {
+            run.warnings.push(format!("{}: {}", cause.field, cause.message));
+        } else {
+            run.causes.push(cause);
+        }
     }
 }
 
@@ -517,7 +559,7 @@ mod tests {
     fn passing_objects_have_no_causes() {
         let object = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a",
             "tags": ["abc"], "limits": {"cpu": 1}}});
-        assert!(validate(&schema(), &object, None).is_empty());
+        assert!(validate(&schema(), &object, None).causes.is_empty());
     }
 
     #[test]
@@ -525,7 +567,7 @@ mod tests {
         let object = json!({"metadata": {"name": "x"}, "spec": {"min": 3, "max": 2, "mode": "a",
             "forbidden": "y", "tags": ["ok", "toolong"], "limits": {"cpu": -1}}});
         assert_eq!(
-            messages(&validate(&schema(), &object, None)),
+            messages(&validate(&schema(), &object, None).causes),
             [
                 r#"FieldValueInvalid <nil>: Invalid value: "object": name must start with w"#,
                 r#"FieldValueInvalid spec: Invalid value: "object": min 3 exceeds max 2"#,
@@ -541,11 +583,11 @@ mod tests {
         let old = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a"}});
         let new = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "b"}});
         assert!(
-            validate(&schema(), &new, None).is_empty(),
+            validate(&schema(), &new, None).causes.is_empty(),
             "a create has no oldSelf"
         );
         assert_eq!(
-            messages(&validate(&schema(), &new, Some(&old))),
+            messages(&validate(&schema(), &new, Some(&old)).causes),
             [r#"FieldValueInvalid spec: Invalid value: "object": mode is immutable"#]
         );
     }
@@ -559,7 +601,7 @@ mod tests {
             ],
             "properties": {"items": {"type": "array", "items": {"type": "integer"}}}}}});
         let small = json!({"spec": {"items": [1, 2]}});
-        let causes = messages(&validate(&schema, &small, None));
+        let causes = messages(&validate(&schema, &small, None).causes);
         assert_eq!(causes.len(), 1, "{causes:?}");
         assert!(
             causes[0].contains("evaluating rule: self.never == 1"),
@@ -567,7 +609,7 @@ mod tests {
         );
         let large = json!({"spec": {"items": (0..2_000).collect::<Vec<_>>()}});
         assert_eq!(
-            messages(&validate(&schema, &large, None)),
+            messages(&validate(&schema, &large, None).causes),
             [concat!(
                 r#"FieldValueInvalid spec: Invalid value: "object": 'operation cancelled: actual cost limit exceeded': "#,
                 "no further validation rules will be run due to call cost exceeds limit for rule: ",
@@ -594,6 +636,25 @@ mod tests {
             )),
             "{}",
             causes[0].message
+        );
+    }
+
+    #[test]
+    fn failures_of_unchanged_values_are_ratcheted_to_warnings_on_update() {
+        // Stored before the rule `size(self) <= 3` on tags existed: `toolong` breaks it.
+        let old = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a", "tags": ["toolong"]}});
+        let unchanged_tags = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 3, "mode": "a", "tags": ["toolong"]}});
+        let outcome = validate(&schema(), &unchanged_tags, Some(&old));
+        assert!(outcome.causes.is_empty(), "{:?}", outcome.causes);
+        assert_eq!(
+            outcome.warnings,
+            [r#"spec.tags[0]: Invalid value: "string": failed rule: size(self) <= 3"#]
+        );
+        let changed_tags = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a", "tags": ["toolong", "x"]}});
+        assert_eq!(
+            validate(&schema(), &changed_tags, Some(&old)).causes.len(),
+            1,
+            "a changed list is judged"
         );
     }
 }
