@@ -242,3 +242,54 @@ pub async fn admit(
     }
     Ok(warnings)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decide(validation: Value, fail: bool) -> Option<(String, String)> {
+        let variables = [
+            (
+                "object",
+                cel::value::to_cel(&json!({"metadata": {"name": "settings"}})),
+            ),
+            ("oldObject", ::cel::Value::Null),
+        ];
+        match evaluate_validation(&validation, &variables, fail) {
+            Decision::Admit => None,
+            Decision::Deny(message, reason) => Some((message, reason)),
+        }
+    }
+
+    #[test]
+    fn messages_reasons_and_failure_policy() {
+        assert_eq!(
+            decide(json!({"expression": "object.metadata.name == 'settings'"}), true),
+            None
+        );
+        assert_eq!(
+            decide(json!({"expression": "object.metadata.name == 'x'"}), true),
+            Some((
+                "failed expression: object.metadata.name == 'x'".to_owned(),
+                String::new()
+            ))
+        );
+        assert_eq!(
+            decide(
+                json!({"expression": "false", "message": "no", "reason": "Forbidden",
+                       "messageExpression": "'no ' + object.metadata.name"}),
+                true
+            ),
+            Some(("no settings".to_owned(), "Forbidden".to_owned()))
+        );
+        let broken = json!({"expression": "object.missing == 1"});
+        let (message, _) = decide(broken.clone(), true).expect("Fail denies on an error");
+        assert!(
+            message.starts_with("expression 'object.missing == 1' resulted in error: "),
+            "{message}"
+        );
+        assert_eq!(decide(broken, false), None, "Ignore admits on an error");
+        assert_eq!(reason_code("Forbidden"), (403, StatusReason::Forbidden));
+        assert_eq!(reason_code(""), (422, StatusReason::Invalid));
+    }
+}
