@@ -40,6 +40,7 @@
 //!    simulator.
 
 pub mod api;
+pub mod cel;
 pub mod chain;
 pub mod cluster;
 pub mod controllers;

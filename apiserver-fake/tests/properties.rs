@@ -1,6 +1,6 @@
 //! Property tests (proptest) of the decoders that take a client's bytes, where a coverage-guided fuzzer
 //! cannot run on a stable toolchain: label and field selectors, Kubernetes protobuf, YAML, JSON patch,
-//! merge patch and strategic merge patch. Each takes any input without panicking, and the selector
+//! merge patch and strategic merge patch, CEL expressions (compiled, evaluated, and run as CRD rules). Each takes any input without panicking, and the selector
 //! parser agrees with a model on well-formed selectors.
 //!
 //! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs the default, a long run is
@@ -11,7 +11,9 @@ use apiserver_fake::api::catalog::KubeVersion;
 use apiserver_fake::api::openapi::definitions::Definitions;
 use apiserver_fake::api::rest::patch::{PatchSchema, PatchType, apply};
 use apiserver_fake::api::rest::selector::{FieldSelector, LabelSelector};
+use apiserver_fake::api::rest::structural::validation_rules;
 use apiserver_fake::api::status::StatusReason;
+use apiserver_fake::cel;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Value, json};
@@ -111,6 +113,35 @@ proptest! {
                 && status.code == 500
                 && status.reason == StatusReason::Unknown;
             prop_assert!((400..500).contains(&status.code) || merge_error, "{status:?}");
+        }
+    }
+
+    /// Any expression made of CEL's tokens compiles or is a compile error; compiled, it evaluates to a
+    /// value or an error against any JSON `self`, and as an `x-kubernetes-validations` rule on it (with
+    /// `oldSelf`) yields causes: never a panic.
+    #[test]
+    fn any_cel_expression_is_compiled_and_evaluated_or_refused(
+        tokens in proptest::collection::vec(prop_oneof![
+            Just("self"), Just("oldSelf"), Just("."), Just("a"), Just("size"), Just("("), Just(")"),
+            Just("["), Just("]"), Just("{"), Just("}"), Just(","), Just(":"), Just("?"), Just("+"),
+            Just("-"), Just("*"), Just("/"), Just("%"), Just("=="), Just("<"), Just("!"), Just("&&"),
+            Just("||"), Just("in"), Just("1"), Just("0"), Just("2.5"), Just("'x'"), Just("null"),
+            Just("true"), Just("all(x, x"), Just("map(x, x"), Just("exists_one(x, x"), Just("has("),
+            Just("matches('["), Just("sum()"), Just("min()"), Just("isSorted()"), Just("split('')"),
+            Just("lowerAscii()"), Just("substring(1)"), Just("int("), Just("string("), Just("x"),
+        ], 0..24),
+        this in json_value(),
+    ) {
+        let source = tokens.join(" ");
+        if let Ok(expression) = cel::compile(&source, &["self", "oldSelf"]) {
+            let value = cel::value::to_cel(&this);
+            let _ = cel::evaluate(&expression, &[("self", value.clone()), ("oldSelf", value)]);
+        }
+        let schema = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-validations": [{"rule": source, "messageExpression": source}]});
+        let object = json!({"metadata": {"name": "x"}, "spec": this});
+        for cause in validation_rules::validate(&schema, &object, Some(&object)).causes {
+            prop_assert!(cause.reason.starts_with("FieldValue"), "{cause:?}");
         }
     }
 }

@@ -54,6 +54,7 @@ fn info(
         },
         custom,
         schema: None,
+        storage_schema: None,
     }
 }
 

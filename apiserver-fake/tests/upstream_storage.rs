@@ -97,6 +97,7 @@ fn resource_of(r: &Recorded, object: &Value) -> ResourceInfo {
         custom: false,
         printer_columns: Vec::new(),
         schema: None,
+        storage_schema: None,
     }
 }
 

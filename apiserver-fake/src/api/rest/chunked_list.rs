@@ -69,7 +69,8 @@ pub async fn respond(req: &RestRequest<'_>, selection: &Selection) -> Result<Res
         revision = Some(page.revision);
         let more = page.more && !page.items.is_empty();
         let mut last_key = None;
-        for (key, object) in page.items {
+        for (key, mut object) in page.items {
+            req.resource.default_stored(&mut object);
             if selection.matches(&object) {
                 if !first_item {
                     chunk.push(b',');

@@ -356,6 +356,7 @@ mod tests {
             custom: false,
             printer_columns: Vec::new(),
             schema: None,
+            storage_schema: None,
         }
     }
 

@@ -372,6 +372,7 @@ mod tests {
             custom: true,
             printer_columns: vec![],
             schema: None,
+            storage_schema: None,
         };
         assert_eq!(for_resource(&resource, v(28)), Some(Bump::NonMetadata));
         let builtin_lease = ResourceInfo {

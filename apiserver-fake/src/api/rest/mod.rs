@@ -41,6 +41,7 @@ pub mod selector;
 pub mod structural;
 pub mod subresource;
 pub mod table;
+pub mod validating_admission_policy;
 pub mod watch;
 pub mod write;
 
@@ -101,6 +102,9 @@ pub struct ResourceInfo {
     /// Custom resources: the CRD version's `openAPIV3Schema`, which prunes and validates what is
     /// written ([`structural`]); `None` for built-ins and CRD versions without a schema.
     pub schema: Option<Arc<Value>>,
+    /// Custom resources: the `openAPIV3Schema` of the CRD's storage version, whose `default`s every
+    /// object read from storage gets ([`structural::defaulting`]); `None` for built-ins.
+    pub storage_schema: Option<Arc<Value>>,
 }
 
 impl ResourceInfo {
@@ -137,6 +141,15 @@ impl ResourceInfo {
     /// Whether the resource has a `status` subresource (then main-resource writes ignore `status`).
     pub fn has_status(&self) -> bool {
         self.subresources.iter().any(|s| s.name == "status")
+    }
+
+    /// An object as read from storage: a custom resource gets its storage version's structural
+    /// defaults, as upstream's storage decoder defaults every object it reads (so objects stored
+    /// before a `default` was added read back with it).
+    pub fn default_stored(&self, object: &mut Value) {
+        if let Some(schema) = &self.storage_schema {
+            structural::defaulting::apply(schema, object);
+        }
     }
 
     fn allows(&self, verb: &str) -> bool {
@@ -192,6 +205,7 @@ impl ResourceCatalog for crate::api::catalog::ServedApis {
             custom: false,
             printer_columns: Vec::new(),
             schema: None,
+            storage_schema: None,
         })
     }
 
@@ -361,7 +375,8 @@ impl RestRequest<'_> {
     }
 
     /// Present an object for a response.
-    pub fn present(&self, object: serde_json::Value) -> serde_json::Value {
+    pub fn present(&self, mut object: serde_json::Value) -> serde_json::Value {
+        self.resource.default_stored(&mut object);
         object::present(object, &self.resource.api_version(), &self.resource.kind)
     }
 
@@ -416,6 +431,7 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         Lookup::Found(resource) => resource,
     };
     let mut resource = resource;
+    let mut deprecation_warning = None;
     if !resource.custom && !resource.group.is_empty() {
         // Custom resources are those a CRD (named `<plural>.<group>`) defines; their Tables have the
         // CRD version's printer columns.
@@ -429,6 +445,14 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
             resource.printer_columns = table::PrinterColumn::for_crd_version(&definition, &resource.version);
             resource.schema =
                 crate::api::catalog::crd_version_schema(&definition, &resource.version).map(Arc::new);
+            resource.storage_schema = definition
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .and_then(|versions| versions.iter().find(|v| v["storage"].as_bool() == Some(true)))
+                .and_then(|v| v["name"].as_str())
+                .and_then(|storage| crate::api::catalog::crd_version_schema(&definition, storage))
+                .map(Arc::new);
+            deprecation_warning = crd_deprecation_warning(&definition, &resource.version);
         }
     }
     let (parts, body) = req.into_parts();
@@ -480,7 +504,36 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         "deletecollection" => delete::delete_collection(&request, body).await,
         _ => Err(Status::route_method_not_allowed()),
     };
-    result.unwrap_or_else(|status| request.format.error(status))
+    let response = result.unwrap_or_else(|status| request.format.error(status));
+    match deprecation_warning {
+        Some(warning) => write::with_warnings(response, &[warning]),
+        None => response,
+    }
+}
+
+/// The warning every request to a `deprecated` CRD version gets (upstream
+/// `customresource_handler.go`): its `deprecationWarning`, else `<group>/<version> <Kind> is deprecated`.
+fn crd_deprecation_warning(crd: &Value, version: &str) -> Option<String> {
+    let served = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|v| v["name"].as_str() == Some(version))?;
+    if served["deprecated"].as_bool() != Some(true) {
+        return None;
+    }
+    Some(match served["deprecationWarning"].as_str() {
+        Some(warning) => warning.to_owned(),
+        None => format!(
+            "{}/{version} {} is deprecated",
+            crd.pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            crd.pointer("/spec/names/kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ),
+    })
 }
 
 /// Whether `subresource` of `resource` is `serviceaccounts/token` (TokenRequest).

@@ -91,6 +91,8 @@ struct ListRenderer {
     api_version: String,
     kind: String,
     custom: bool,
+    /// Reads are defaulted by the storage version's schema ([`super::ResourceInfo::default_stored`]).
+    resource: super::ResourceInfo,
     include: IncludeObject,
     convertor: TableConvertor,
     format: OutputFormat,
@@ -102,6 +104,7 @@ impl ListRenderer {
             api_version: req.resource.api_version(),
             kind: req.resource.kind.clone(),
             custom: req.resource.custom,
+            resource: req.resource.clone(),
             include: IncludeObject::parse(req.query.get("includeObject")),
             convertor: TableConvertor::for_resource(&req.resource, req.ctx.binary_version),
             format: req.format,
@@ -111,7 +114,10 @@ impl ListRenderer {
     fn render(&self, metadata: Value, items: Vec<Value>) -> Value {
         let items: Vec<Value> = items
             .into_iter()
-            .map(|o| present_list_item(o, &self.api_version, &self.kind, self.custom))
+            .map(|mut o| {
+                self.resource.default_stored(&mut o);
+                present_list_item(o, &self.api_version, &self.kind, self.custom)
+            })
             .collect();
         match self.format.transform {
             Transform::Table => table(

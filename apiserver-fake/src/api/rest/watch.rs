@@ -41,6 +41,8 @@ struct Watcher {
     selection: Selection,
     api_version: String,
     kind: String,
+    /// Custom resources: the storage version's schema whose defaults events get.
+    storage_schema: Option<std::sync::Arc<Value>>,
     format: OutputFormat,
     include: IncludeObject,
     convertor: TableConvertor,
@@ -51,6 +53,10 @@ impl Watcher {
         let object = match event_type {
             WatchEventType::Bookmark | WatchEventType::Error => object,
             _ => {
+                let mut object = object;
+                if let Some(schema) = &self.storage_schema {
+                    super::structural::defaulting::apply(schema, &mut object);
+                }
                 let object = super::object::present(object, &self.api_version, &self.kind);
                 match self.format.transform {
                     Transform::Table => table_for_object(
@@ -150,6 +156,7 @@ pub async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
         selection,
         api_version: req.resource.api_version(),
         kind: req.resource.kind.clone(),
+        storage_schema: req.resource.storage_schema.clone(),
         format: req.format,
         include: IncludeObject::parse(req.query.get("includeObject")),
         convertor: TableConvertor::for_resource(&req.resource, req.ctx.binary_version),

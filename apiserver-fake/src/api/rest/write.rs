@@ -109,6 +109,8 @@ fn validate_custom_fields(
             .map(|path| format!("unknown field \"{path}\"")),
     );
     let warnings = findings.enforce(directive, &prefix)?;
+    // The decoder defaults what it decoded before the strategy validates it.
+    structural::defaulting::apply(&schema, object);
     let causes = structural::validate(&schema, object);
     if !causes.is_empty() {
         let name = object
@@ -319,6 +321,42 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value) -> Result<(), Status> 
     Err(Status::invalid(&req.resource.group_kind(), name, causes))
 }
 
+/// The CEL rules of what is written ([`structural::validation_rules`]): a custom resource's
+/// `x-kubernetes-validations` (with `current`, the stored object, for transition rules), and the
+/// rules of a CRD, which must compile. Upstream's 422 `Invalid` when they do not hold; the warnings of
+/// ratcheted rules otherwise.
+fn validate_rules(
+    req: &RestRequest<'_>,
+    current: Option<&Value>,
+    object: &Value,
+) -> Result<Vec<String>, Status> {
+    let is_definition = !req.resource.custom
+        && req.resource.group == "apiextensions.k8s.io"
+        && req.resource.resource == "customresourcedefinitions"
+        && req.info.subresource.is_empty();
+    let (causes, warnings) = if is_definition {
+        (structural::validation_rules::check_definition(object), Vec::new())
+    } else if let (true, Some(schema)) = (req.resource.custom, &req.resource.schema) {
+        // The stored object as upstream reads it: defaulted.
+        let mut old = current.cloned();
+        if let Some(old) = old.as_mut() {
+            req.resource.default_stored(old);
+        }
+        let outcome = structural::validation_rules::validate(schema, object, old.as_ref());
+        (outcome.causes, outcome.warnings)
+    } else {
+        return Ok(Vec::new());
+    };
+    if causes.is_empty() {
+        return Ok(warnings);
+    }
+    let name = match meta_str(object, "name") {
+        "" => meta_str(object, "generateName"),
+        name => name,
+    };
+    Err(Status::invalid(&req.resource.group_kind(), name, causes))
+}
+
 /// The raw body when it is JSON (where duplicate fields can be seen).
 fn json_body<'b>(req: &RestRequest<'_>, body: &'b [u8]) -> Option<&'b [u8]> {
     (input_media_type(&req.headers).as_deref() == Some("application/json")).then_some(body)
@@ -345,7 +383,8 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         BodySource::Object(json_body(req, &body)),
         "CreateOptions",
     )?;
-    let (created, code) = create_object(req, object, Ownership::Update).await?;
+    let (created, code, admission_warnings) = create_object(req, object, Ownership::Update).await?;
+    let warnings = [warnings, admission_warnings].concat();
     Ok(with_warnings(
         req.respond(code, &render_object(req, created)),
         &warnings,
@@ -353,11 +392,12 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
 }
 
 /// Creates `object` (already decoded) as POST does; shared with server-side apply of a missing object.
+/// The created object, the status code, and the warnings of admission.
 async fn create_object(
     req: &RestRequest<'_>,
     mut object: Value,
     ownership: Ownership<'_>,
-) -> Result<(Value, StatusCode), Status> {
+) -> Result<(Value, StatusCode, Vec<String>), Status> {
     let dry_run = req.query.dry_run()?;
     reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
     let name = meta_str(&object, "name").to_owned();
@@ -404,6 +444,8 @@ async fn create_object(
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
     validate_schema(req, &object)?;
+    validate_rules(req, None, &object)?;
+    let admission_warnings = super::validating_admission_policy::admit(req, &object, None).await?;
     generation::prepare_for_create(req.generation_bump(), &mut object);
     // A Service's allocation and its write are one step for other creates (see `service_ip`).
     let _allocation = if is_service(req) {
@@ -449,7 +491,7 @@ async fn create_object(
             req.ctx.store.create(&storage, &key, candidate).await
         };
         match result {
-            Ok(created) => return Ok((created, StatusCode::CREATED)),
+            Ok(created) => return Ok((created, StatusCode::CREATED, admission_warnings)),
             Err(err @ StoreError::AlreadyExists { .. }) if name.is_empty() => last_error = Some(err),
             Err(err) => return Err(err.into()),
         }
@@ -640,7 +682,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let body = read_body(body).await?;
     let mut object = decode_body(&req.headers, &body, req.resource.custom)?;
     check_type_meta(&object, &req.resource.api_version(), &req.resource.kind)?;
-    let warnings = validate_fields(
+    let mut warnings = validate_fields(
         req,
         &mut object,
         BodySource::Object(json_body(req, &body)),
@@ -660,6 +702,8 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
+    warnings.extend(validate_rules(req, Some(&current), &next)?);
+    warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
     record_update(req, Some(&current), &mut next);
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
@@ -703,9 +747,12 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
                 check_type_meta(&applied_object, &req.resource.api_version(), &req.resource.kind)?;
                 check_update_name(&mut applied_object, &req.info.name, req.namespace.as_deref())?;
                 let configuration = applied.as_ref().unwrap_or(&Value::Null);
-                let (created, code) =
+                let (created, code, warnings) =
                     create_object(req, applied_object, Ownership::Apply(configuration)).await?;
-                return Ok(req.respond(code, &render_object(req, created)));
+                return Ok(with_warnings(
+                    req.respond(code, &render_object(req, created)),
+                    &warnings,
+                ));
             }
             Err(e) => return Err(e.into()),
         };
@@ -716,7 +763,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             return Err(Status::bad_request("the patch result is not a JSON object"));
         }
         check_type_meta(&patched, &req.resource.api_version(), &req.resource.kind)?;
-        let warnings = if patch_type == PatchType::Apply {
+        let mut warnings = if patch_type == PatchType::Apply {
             Vec::new()
         } else {
             validate_fields(req, &mut patched, BodySource::Patched, "PatchOptions")?
@@ -745,6 +792,8 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             None => record_update(req, Some(&current), &mut next),
         }
         validate_schema(req, &next)?;
+        warnings.extend(validate_rules(req, Some(&current), &next)?);
+        warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {

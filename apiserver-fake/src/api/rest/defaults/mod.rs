@@ -11,8 +11,8 @@
 //!    does to the object once, at create (the Job's generated selector, a Service's cluster IP) or on
 //!    update (a Service keeps its allocated IPs when the body omits them).
 //!
-//! Only built-in resources are defaulted (custom resources get their structural-schema defaults, which
-//! this fake does not implement). Where a default depends on a feature gate, the gate's default at the
+//! Custom resources get their CRD version's structural-schema defaults instead
+//! ([`super::structural::defaulting`]). Where a default depends on a feature gate, the gate's default at the
 //! binary's version is followed ([`gate`]); the fake does not accept `--feature-gates` for these gates.
 //!
 //! One module per API group: [`core`] (with [`pod`] for the pod spec shared by every template and
@@ -33,10 +33,14 @@ use super::ResourceInfo;
 use crate::api::catalog::KubeVersion;
 use crate::api::status::Status;
 
-/// Applies the scheme defaults of `resource`'s kind to `object` (see the module docs). Idempotent;
-/// does nothing for custom resources and for kinds without defaults.
+/// Applies the scheme defaults of `resource`'s kind to `object` (see the module docs): for a custom
+/// resource, the `default`s of the requested version's schema. Idempotent; does nothing for kinds
+/// without defaults.
 pub fn set_defaults(resource: &ResourceInfo, version: KubeVersion, object: &mut Value) {
     if resource.custom {
+        if let Some(schema) = &resource.schema {
+            super::structural::defaulting::apply(schema, object);
+        }
         return;
     }
     let Some(map) = object.as_object_mut() else { return };
@@ -248,6 +252,7 @@ pub(crate) mod test_support {
             custom: false,
             printer_columns: Vec::new(),
             schema: None,
+            storage_schema: None,
         }
     }
 

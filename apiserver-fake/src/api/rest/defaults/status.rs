@@ -109,6 +109,7 @@ mod tests {
             custom: false,
             printer_columns: Vec::new(),
             schema: None,
+            storage_schema: None,
         }
     }
 

@@ -415,6 +415,7 @@ mod tests {
             custom,
             printer_columns: Vec::new(),
             schema: None,
+            storage_schema: None,
         }
     }
 

@@ -1,0 +1,135 @@
+//! CRDs with structural `default`s and `x-kubernetes-validations` CEL rules, driven from outside: the
+//! built binary's `cluster` demo and `kubectl` applying `tests/fixtures/crd_rules/*.yaml`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use support::demo::{Demo, server};
+use support::{kubectl, kubectl_available};
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/crd_rules")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Polls `kubectl get <resource>` until the API serves it (discovery follows the CRD).
+fn wait_until_served(kubeconfig: &Path, resource: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (served, _, err) = kubectl(kubeconfig, &["get", resource]);
+        if served {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{resource} not served within 30 s: {err}"
+        );
+        // Poll interval.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn crd_defaults_and_validation_rules_with_kubectl() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
+    let mut transcript = Vec::new();
+
+    // A rule that does not compile: the CRD is refused.
+    let (created, _, refused) = kubectl(&a, &["apply", "-f", &fixture("broken.yaml")]);
+    assert!(!created, "a CRD whose rule does not compile is refused");
+    transcript.push(format!("$ kubectl apply -f broken.yaml\n{refused}"));
+
+    let (created, out, err) = kubectl(&a, &["apply", "-f", &fixture("widgets.yaml")]);
+    assert!(created, "{err}");
+    assert_eq!(
+        out,
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created\n"
+    );
+    wait_until_served(&a, "widgets.v1.example.com");
+
+    // Passing, and defaulted on create (nested `default`s, list items included).
+    let (created, out, err) = kubectl(&a, &["apply", "-f", &fixture("good.yaml")]);
+    assert!(created, "{err}");
+    assert_eq!(out, "widget.example.com/good created\n");
+    let (_, spec, _) = kubectl(&a, &["get", "widget", "good", "-o", "jsonpath={.spec}"]);
+    let spec: serde_json::Value = serde_json::from_str(&spec).expect("spec JSON");
+    assert_eq!(
+        spec,
+        serde_json::json!({"replicas": 3, "minReplicas": 0, "mode": "fast",
+                           "ports": [{"port": 80, "protocol": "TCP"}]})
+    );
+
+    // Every failing rule, at its node, with its message, messageExpression, reason and fieldPath.
+    let (created, _, invalid) = kubectl(&a, &["apply", "-f", &fixture("bad.yaml")]);
+    assert!(!created, "an object breaking the rules is refused");
+    transcript.push(format!("$ kubectl apply -f bad.yaml\n{invalid}"));
+
+    // A transition rule holds on update: `mode` cannot change; other changes can.
+    let (patched, _, immutable) = kubectl(
+        &a,
+        &[
+            "patch",
+            "widget",
+            "good",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"mode":"slow"}}"#,
+        ],
+    );
+    assert!(!patched, "a transition rule refuses the change");
+    transcript.push(format!(
+        "$ kubectl patch widget good --type=merge -p '{{\"spec\":{{\"mode\":\"slow\"}}}}'\n{immutable}"
+    ));
+    let (patched, out, err) = kubectl(
+        &a,
+        &[
+            "patch",
+            "widget",
+            "good",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"replicas":5}}"#,
+        ],
+    );
+    assert!(patched, "{err}");
+    assert_eq!(out, "widget.example.com/good patched\n");
+
+    // Written through v1beta1 (whose schema has no defaults), read back with the defaults of the
+    // storage version v1, as upstream's storage decoder applies them.
+    let beta = dir.path().join("beta.yaml");
+    std::fs::write(
+        &beta,
+        "apiVersion: example.com/v1beta1\nkind: Widget\nmetadata: {name: beta}\n",
+    )
+    .expect("write");
+    let (created, _, warned) = kubectl(&a, &["create", "-f", &beta.to_string_lossy()]);
+    assert!(created, "{warned}");
+    // v1beta1 is deprecated: every request to it carries the warning.
+    transcript.push(format!(
+        "$ kubectl create -f beta.yaml  # apiVersion: example.com/v1beta1\n{warned}"
+    ));
+    let (_, spec, _) = kubectl(
+        &a,
+        &[
+            "get",
+            "widgets.v1beta1.example.com",
+            "beta",
+            "-o",
+            "jsonpath={.spec}",
+        ],
+    );
+    assert_eq!(spec, r#"{"minReplicas":0,"mode":"fast","replicas":1}"#);
+
+    insta::assert_snapshot!("crd_rules_kubectl", transcript.join("\n"));
+}
