@@ -8,6 +8,7 @@ use apiserver_fake::cluster::controller_manager::{ControllerManagerArgs, run_con
 use apiserver_fake::cluster::upgrade::{UpgradeArgs, run_upgrade};
 use apiserver_fake::cluster::{ClusterArgs, run_cluster};
 use apiserver_fake::server::config::ServerFlags;
+use apiserver_fake::server::logging::{self, LoggingFormat};
 use clap::{Parser, Subcommand};
 
 /// jemalloc, not the system allocator: glibc's malloc keeps what a burst of writes freed (20,000
@@ -75,21 +76,26 @@ fn main() -> ExitCode {
         eprintln!("apiserver-fake: failed to run {}: {err}", binary.display());
         return ExitCode::FAILURE;
     }
-    // The simulator's servers fail requests on purpose (that is what it counts); their logs would bury
-    // its progress line. `RUST_LOG` still turns them on.
-    let default_filter = match cli.command {
-        Some(Command::Upgrade(_)) => "off",
+    // The server's logging flags are applied before anything logs, as kube-apiserver applies them
+    // first; a malformed one ends the process with its one-line error.
+    let (default_filter, format) = match &cli.command {
+        None => match cli.server.logging.validate() {
+            Ok(logging) => (logging.verbosity.filter(), logging.format),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        // The simulator's servers fail requests on purpose (that is what it counts); their logs would
+        // bury its progress line. `RUST_LOG` still turns them on.
+        Some(Command::Upgrade(_)) => ("off".to_owned(), LoggingFormat::Text),
         // Its decisions (what it deleted, what it finalized) are what an operator reads.
-        Some(Command::ControllerManager(_)) => "warn,controller_manager=info",
-        _ => "warn",
+        Some(Command::ControllerManager(_)) => {
+            ("warn,controller_manager=info".to_owned(), LoggingFormat::Text)
+        }
+        _ => ("warn".to_owned(), LoggingFormat::Text),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(&default_filter, format);
     // Every connection and every proxied watch holds a descriptor; the usual soft limit (1024) is far
     // below what a busy apiserver needs. Raise it to the hard limit, as Go's runtime does at start-up.
     if let Err(err) = rlimit::increase_nofile_limit(u64::MAX) {
