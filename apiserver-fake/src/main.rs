@@ -1,5 +1,6 @@
 //! `apiserver-fake`: run one fake kube-apiserver, or `apiserver-fake cluster` for the demo cluster.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,15 +19,37 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// `--version`: the crate version and the optional backends compiled in (tools check for `etcd`).
+/// The optional backends compiled in, as `--version` names them (tools check for `etcd`).
 #[cfg(feature = "etcd")]
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (features: etcd)");
+const FEATURES: &str = " (features: etcd)";
 #[cfg(not(feature = "etcd"))]
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+const FEATURES: &str = "";
+
+/// `--version`: kube-apiserver's first line (`Kubernetes vX.Y.Z`, for the default
+/// `--kubernetes-version`, as `/version`'s `gitVersion`), then the fake's own version, its compiled-in
+/// backends and the Kubernetes versions it can be and emulate.
+fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        use apiserver_fake::api::catalog::KubeVersion;
+        let default = KubeVersion::NEWEST;
+        format!(
+            "Kubernetes v{default}.0\napiserver-fake {}{FEATURES}: serves Kubernetes v{}\u{2013}v{} \
+             (--kubernetes-version), each emulating down to three minors below it (--emulated-version)",
+            env!("CARGO_PKG_VERSION"),
+            KubeVersion::OLDEST,
+            KubeVersion::NEWEST,
+        )
+    })
+}
 
 /// A fake multi-version kube-apiserver for testing the Mixed Version Proxy.
 #[derive(Debug, Parser)]
-#[command(name = "apiserver-fake", version = VERSION, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "apiserver-fake",
+    disable_version_flag = true,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -36,6 +59,10 @@ struct Cli {
     /// process whose parent holds the other end of a pipe then never outlives it.
     #[arg(long, hide = true)]
     exit_when_stdin_closes: bool,
+    /// Print version information and quit: `Kubernetes vX.Y.Z` as kube-apiserver, then the fake's own
+    /// version and the Kubernetes versions it serves and emulates.
+    #[arg(long, short = 'V')]
+    version: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,6 +93,11 @@ fn main() -> ExitCode {
     // Best effort: without it pages are still purged, only later (on the next allocations).
     let _ = tikv_jemalloc_ctl::background_thread::write(true);
     let cli = Cli::parse();
+    if cli.version {
+        // A closed pipe (`| head -1`) is not an error worth a panic.
+        let _ = writeln!(std::io::stdout().lock(), "{}", version_text());
+        return ExitCode::SUCCESS;
+    }
     if let Some(Command::ExecMember {
         hostname,
         binary,

@@ -4,7 +4,7 @@
 //! A kube-apiserver command line (a kubeadm static-pod manifest's, say) carries `--v=2`; the fake takes
 //! the same flags with the same syntax and errors, and maps the verbosity onto `tracing` levels
 //! ([`Verbosity::filter`]): klog's `V(0)` messages are `info`, its `V(2)` ones `debug`, and at `--v=3`
-//! one `HTTP` line per request (the `httplog` target) as upstream's
+//! one `HTTP` line per request (the `httplog` target, [`crate::chain::http_log`]) as upstream's
 //! `httplog` writes at that level. `RUST_LOG`, when set, replaces the mapping.
 //!
 //! klog's own flags (`--logtostderr`, `--log-file`, ...) were removed from kube-apiserver in 1.26
@@ -17,8 +17,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-/// The `tracing` target of the per-request log line (upstream: `httplog.go`'s `"HTTP"` message).
-pub const HTTP_LOG_TARGET: &str = "httplog";
+use crate::chain::http_log::TARGET as HTTP_LOG_TARGET;
 
 /// The verbosity from which each request is logged (upstream: `klog.V(3).Enabled()` in
 /// `httplog.WithLogging`).
