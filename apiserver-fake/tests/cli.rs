@@ -444,3 +444,61 @@ fn a_proxied_request_is_logged_with_the_peer_it_went_to() {
     assert!(line.contains("user=\"admin\""), "{line}");
     assert!(line.ends_with("resp=200"), "{line}");
 }
+
+/// The server's log on a terminal (a pseudo-terminal `script` gives it): the `tracing` line that says
+/// it listens, or `None` without util-linux's `script`.
+fn log_line_on_a_terminal(no_color: Option<&str>) -> Option<String> {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux's script is not installed; this test needs it for a terminal");
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = certs::PkiSpec {
+        servers: vec![certs::ServerSpec::new(
+            "a",
+            [std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)],
+        )],
+        ..certs::PkiSpec::default()
+    };
+    let paths = certs::Pki::generate(&spec)
+        .expect("PKI")
+        .write_to(dir.path())
+        .expect("written");
+    let server = format!(
+        "'{}' --tls-cert-file='{}' --tls-private-key-file='{}' --bind-address=127.0.0.1 --secure-port=0",
+        env!("CARGO_BIN_EXE_apiserver-fake"),
+        paths.server_cert("a").display(),
+        paths.server_key("a").display(),
+    );
+    let typescript = dir.path().join("typescript");
+    let mut command = Command::new("script");
+    command
+        .args(["-qfec", &server])
+        .arg(&typescript)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    match no_color {
+        Some(value) => command.env("NO_COLOR", value),
+        None => command.env_remove("NO_COLOR"),
+    };
+    // Killing `script` closes the terminal, which hangs the server up.
+    let _terminal = Running(command.spawn().expect("script runs"));
+    Some(wait_for_line(&typescript, |l| {
+        l.contains("fake kube-apiserver listening")
+    }))
+}
+
+#[test]
+fn log_lines_are_coloured_on_a_terminal_unless_no_color_is_set() {
+    let Some(coloured) = log_line_on_a_terminal(None) else {
+        return;
+    };
+    assert!(coloured.contains("\u{1b}["), "{coloured:?}");
+    let plain = log_line_on_a_terminal(Some("1")).expect("script is there");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+    // An empty NO_COLOR does not count (no-color.org).
+    let empty = log_line_on_a_terminal(Some("")).expect("script is there");
+    assert!(empty.contains("\u{1b}["), "{empty:?}");
+}
