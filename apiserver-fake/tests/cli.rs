@@ -328,11 +328,9 @@ impl Drop for Running {
     }
 }
 
-#[test]
-fn at_v3_every_request_gets_kube_apiservers_http_log_line() {
-    if !support::kubectl_available() {
-        return;
-    }
+/// A server on a fresh PKI with `flags`, its standard error in a file: (the process, an admin
+/// kubeconfig, the log's path, the tempdir holding them).
+fn logged_server(flags: &[&str]) -> (Running, std::path::PathBuf, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = certs::PkiSpec {
         servers: vec![certs::ServerSpec::new(
@@ -352,12 +350,13 @@ fn at_v3_every_request_gets_kube_apiservers_http_log_line() {
             paths.server_key("a").display()
         ))
         .arg(format!("--client-ca-file={}", paths.ca_cert.display()))
-        .args(["--bind-address=127.0.0.1", "--secure-port=0", "--v=3"])
+        .args(["--bind-address=127.0.0.1", "--secure-port=0"])
+        .args(flags)
         .env_remove("RUST_LOG")
         .env_remove("NO_COLOR")
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log_path).expect("log"));
-    let _server = Running(command.spawn().expect("starts"));
+    let server = Running(command.spawn().expect("starts"));
     let listening = wait_for_line(&log_path, |l| l.contains(" listening on https://"));
     let url = listening
         .split_whitespace()
@@ -365,6 +364,15 @@ fn at_v3_every_request_gets_kube_apiservers_http_log_line() {
         .expect("a URL");
     let kubeconfig = dir.path().join("admin.kubeconfig");
     pki.write_kubeconfig(&kubeconfig, url, "a").expect("kubeconfig");
+    (server, kubeconfig, log_path, dir)
+}
+
+#[test]
+fn at_v3_every_request_gets_kube_apiservers_http_log_line() {
+    if !support::kubectl_available() {
+        return;
+    }
+    let (_server, kubeconfig, log_path, _dir) = logged_server(&["--v=3"]);
     let (ok, _, stderr) = support::kubectl(&kubeconfig, &["get", "configmaps", "-n", "default"]);
     assert!(ok, "{stderr}");
     let line = wait_for_line(&log_path, |l| {
@@ -501,4 +509,25 @@ fn log_lines_are_coloured_on_a_terminal_unless_no_color_is_set() {
     // An empty NO_COLOR does not count (no-color.org).
     let empty = log_line_on_a_terminal(Some("")).expect("script is there");
     assert!(empty.contains("\u{1b}["), "{empty:?}");
+}
+
+#[test]
+fn the_json_logging_format_writes_the_http_line_as_one_json_object() {
+    if !support::kubectl_available() {
+        return;
+    }
+    let (_server, kubeconfig, log_path, _dir) = logged_server(&["--v=3", "--logging-format=json"]);
+    let (ok, _, stderr) = support::kubectl(&kubeconfig, &["get", "namespaces"]);
+    assert!(ok, "{stderr}");
+    let line = wait_for_line(&log_path, |l| {
+        l.starts_with('{') && l.contains("\"httplog\"") && l.contains("/api/v1/namespaces?limit=500")
+    });
+    let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON object");
+    assert_eq!(entry["target"], "httplog", "{line}");
+    let fields = &entry["fields"];
+    assert_eq!(fields["message"], "HTTP", "{line}");
+    assert_eq!(fields["verb"], "LIST", "{line}");
+    assert_eq!(fields["URI"], "/api/v1/namespaces?limit=500", "{line}");
+    assert_eq!(fields["user"], "admin", "{line}");
+    assert_eq!(fields["resp"], 200, "{line}");
 }

@@ -76,16 +76,18 @@ pub(super) async fn log_request(req: Request, next: Next) -> Response {
         .unwrap_or_default();
     let user = response.extensions().get::<LoggedUser>().map(|u| u.0.as_str());
     let proxied_to = response.extensions().get::<ProxiedTo>().map(|p| p.0.as_str());
+    // Strings as `&str`: quoted by the text formatter (as klog quotes them), plain JSON strings in
+    // `--logging-format=json`.
     tracing::info!(
         target: TARGET,
-        verb = ?verb,
-        "URI" = ?uri,
-        latency = ?latency,
-        userAgent = ?user_agent,
-        "audit-ID" = ?audit_id,
-        srcIP = ?src_ip,
-        user = user.map(tracing::field::debug),
-        proxiedTo = proxied_to.map(tracing::field::debug),
+        verb = verb.as_str(),
+        "URI" = uri.as_str(),
+        latency = latency.as_str(),
+        userAgent = user_agent.as_str(),
+        "audit-ID" = audit_id,
+        srcIP = src_ip.as_str(),
+        user,
+        proxiedTo = proxied_to,
         resp = response.status().as_u16(),
         "HTTP"
     );
