@@ -43,3 +43,11 @@ fuzz SECONDS="10":
 # What CI runs.
 ci:
     .ci/run
+
+# Check that generated files are what their generators make: the protobuf table (needs k8s-pb 0.9.0 and
+# k8s-openapi 0.29.0 in cargo's registry, see the script), the RBAC policy's transform and, given the
+# kube-apis data, the API tables.
+check-generated KUBE_APIS="":
+    python3 apiserver-fake/scripts/gen_protobuf_table.py --check
+    python3 apiserver-fake/catalog/generate_rbac_bootstrap.py --self-test
+    if [ -n "{{KUBE_APIS}}" ]; then python3 apiserver-fake/catalog/generate.py "{{KUBE_APIS}}" --check; else echo "API tables not checked: pass the kube-apis data folder (just check-generated DIR)"; fi

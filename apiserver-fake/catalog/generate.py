@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Generate apiserver-fake's built-in API tables (catalog/v1.NN.json) from the kube-apis reference data.
 
-Usage: python3 catalog/generate.py <kube-apis-dir> [<output-dir>]
+Usage: python3 apiserver-fake/catalog/generate.py <kube-apis-dir> [<output-dir>] [--check]
 
-<kube-apis-dir> holds v1.28.json ... v1.36.json (schema: its README.md). The output keeps only what a
-server needs, in a compact layout read by src/catalog/table.rs:
+<kube-apis-dir> holds v1.28.json ... v1.36.json (schema: its README.md). The output (default: this
+script's folder, apiserver-fake/catalog) keeps only what a server needs, in a compact layout read by
+apiserver-fake/src/api/catalog/table.rs. With --check nothing is written: the script exits 1 when a
+committed table differs from what the data gives (`just check-generated KUBE_APIS=<dir>`).
 
   {"kubernetesVersion": "1.36",
    "groups": [{"name": "" | "apps" | ...,                       # server order (/api first, then /apis)
@@ -153,10 +155,13 @@ def render(minor, groups):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    args = [a for a in sys.argv[1:] if a != "--check"]
+    check = len(args) < len(sys.argv) - 1
+    if len(args) not in (1, 2):
         sys.exit(__doc__)
-    src = sys.argv[1]
-    out_dir = sys.argv[2] if len(sys.argv) == 3 else os.path.dirname(os.path.abspath(__file__))
+    src = args[0]
+    out_dir = args[1] if len(args) == 2 else os.path.dirname(os.path.abspath(__file__))
+    stale = []
     tables = {minor: load(src, minor) for minor in range(FIRST, LAST + 1)}
     first = introductions(tables)
     exact = storage_versions_from_discovery(src, tables[LAST])
@@ -179,10 +184,20 @@ def main():
                                  "resources": resources})
             groups.append({"name": g["group"], "versions": versions})
         path = os.path.join(out_dir, f"v1.{minor}.json")
+        text = render(minor, groups)
+        json.loads(text)  # the custom layout must stay valid JSON
+        if check:
+            with open(path, encoding="utf-8") as f:
+                if f.read() != text:
+                    stale.append(path)
+            continue
         with open(path, "w", encoding="utf-8") as f:
-            f.write(render(minor, groups))
-        json.loads(render(minor, groups))  # the custom layout must stay valid JSON
+            f.write(text)
         print(f"wrote {path}")
+    if stale:
+        sys.exit(f"out of date (rerun without --check): {', '.join(stale)}")
+    if check:
+        print(f"v1.{FIRST}.json ... v1.{LAST}.json in {out_dir} are up to date")
 
 
 if __name__ == "__main__":

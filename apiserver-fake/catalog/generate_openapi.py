@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate apiserver-fake's OpenAPI schema tables (catalog/openapi.json) from the kubernetes-validate package.
+"""Generate apiserver-fake's OpenAPI schema tables (apiserver-fake/catalog/openapi.json) from the kubernetes-validate package.
 
 Usage:
     pip download kubernetes-validate==1.37.0 --no-deps -d /tmp/kv && unzip -q /tmp/kv/*.whl -d /tmp/kv/x
-    python3 catalog/generate_openapi.py /tmp/kv/x/kubernetes_validate/kubernetes-json-schema [<output>]
+    python3 apiserver-fake/catalog/generate_openapi.py /tmp/kv/x/kubernetes_validate/kubernetes-json-schema [<output>]
 
 kubernetes-validate carries, per Kubernetes version, the definitions of kube-apiserver's OpenAPI document
 as JSON Schema (`v1.NN.0-local/_definitions.json`). This script turns them back into OpenAPI v2 schema

@@ -11,11 +11,16 @@ that are only *read* here (neither is a dependency of the project):
 * k8s-openapi 0.29.0: exact JSON field names (`podIP`, `x-kubernetes-...`) and which fields are
   required (non-`Option` there, i.e. no `omitempty` in Go).
 
-Run from the workspace root after a `cargo fetch` that brought both crates into ~/.cargo:
+Neither crate is in the workspace's lock file, so bring both into cargo's registry first (a scratch
+manifest with `k8s-pb = "=0.9.0"` and `k8s-openapi = { version = "=0.29.0", features = ["latest"] }`,
+then `cargo fetch` in it), and run from anywhere:
 
-    python3 apiserver-fake/scripts/gen_protobuf_table.py
+    python3 apiserver-fake/scripts/gen_protobuf_table.py [--registry DIR] [--check] [-v]
 
-The output is committed; building the crate never needs ~/.cargo sources.
+`--registry` names cargo's unpacked sources (default `~/.cargo/registry/src`, or
+`$CARGO_HOME/registry/src`). `--check` writes nothing and exits 1 when the committed table differs
+from what the crates give (`just check-generated` runs it). The output is committed; building the crate
+never needs the registry sources.
 """
 import collections
 import glob
@@ -23,10 +28,24 @@ import os
 import re
 import sys
 
-REGISTRY = os.path.expanduser('~/.cargo/registry/src')
-PB = glob.glob(f'{REGISTRY}/*/k8s-pb-0.9.0/src')[0]
-OPENAPI = sorted(glob.glob(f'{REGISTRY}/*/k8s-openapi-0.29.0/src/v1_*'), reverse=True)
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src', 'protobuf', 'table.rs')
+def _registry():
+    if '--registry' in sys.argv:
+        return sys.argv[sys.argv.index('--registry') + 1]
+    cargo_home = os.environ.get('CARGO_HOME', os.path.expanduser('~/.cargo'))
+    return os.path.join(cargo_home, 'registry', 'src')
+
+
+def _crate_sources(pattern):
+    found = sorted(glob.glob(os.path.join(_registry(), '*', pattern)), reverse=True)
+    if not found:
+        sys.exit(f'{pattern} not found under {_registry()} (see this script\'s docstring)')
+    return found
+
+
+REGISTRY = _registry()
+PB = _crate_sources('k8s-pb-0.9.0/src')[0]
+OPENAPI = _crate_sources('k8s-openapi-0.29.0/src/v1_*')
+OUT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src', 'protobuf', 'table.rs'))
 
 # k8s-pb module directory -> Kubernetes proto package prefix.
 ROOTS = {
@@ -413,7 +432,15 @@ def main():
         out.append('        ],')
         out.append('    },')
     out.append('];')
-    open(OUT, 'w').write('\n'.join(out) + '\n')
+    text = '\n'.join(out) + '\n'
+    if '--check' in sys.argv:
+        with open(OUT, encoding='utf-8') as f:
+            if f.read() != text:
+                sys.exit(f'{OUT} is out of date: rerun {os.path.relpath(__file__)} without --check')
+        print(f'{OUT} is up to date')
+        return
+    with open(OUT, 'w', encoding='utf-8') as f:
+        f.write(text)
     missing = [k for k in SPECIAL if k not in messages]
     if missing:
         sys.exit(f'special messages not found: {missing}')

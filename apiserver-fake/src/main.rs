@@ -1,5 +1,6 @@
 //! `apiserver-fake`: run one fake kube-apiserver, or `apiserver-fake cluster` for the demo cluster.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use apiserver_fake::cluster::controller_manager::{ControllerManagerArgs, run_con
 use apiserver_fake::cluster::upgrade::{UpgradeArgs, run_upgrade};
 use apiserver_fake::cluster::{ClusterArgs, run_cluster};
 use apiserver_fake::server::config::ServerFlags;
+use apiserver_fake::server::logging::{self, LoggingFormat};
 use clap::{Parser, Subcommand};
 
 /// jemalloc, not the system allocator: glibc's malloc keeps what a burst of writes freed (20,000
@@ -17,15 +19,37 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// `--version`: the crate version and the optional backends compiled in (tools check for `etcd`).
+/// The optional backends compiled in, as `--version` names them (tools check for `etcd`).
 #[cfg(feature = "etcd")]
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (features: etcd)");
+const FEATURES: &str = " (features: etcd)";
 #[cfg(not(feature = "etcd"))]
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+const FEATURES: &str = "";
+
+/// `--version`: kube-apiserver's first line (`Kubernetes vX.Y.Z`, for the default
+/// `--kubernetes-version`, as `/version`'s `gitVersion`), then the fake's own version, its compiled-in
+/// backends and the Kubernetes versions it can be and emulate.
+fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        use apiserver_fake::api::catalog::KubeVersion;
+        let default = KubeVersion::NEWEST;
+        format!(
+            "Kubernetes v{default}.0\napiserver-fake {}{FEATURES}: serves Kubernetes v{}\u{2013}v{} \
+             (--kubernetes-version), each emulating down to three minors below it (--emulated-version)",
+            env!("CARGO_PKG_VERSION"),
+            KubeVersion::OLDEST,
+            KubeVersion::NEWEST,
+        )
+    })
+}
 
 /// A fake multi-version kube-apiserver for testing the Mixed Version Proxy.
 #[derive(Debug, Parser)]
-#[command(name = "apiserver-fake", version = VERSION, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "apiserver-fake",
+    disable_version_flag = true,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -35,6 +59,10 @@ struct Cli {
     /// process whose parent holds the other end of a pipe then never outlives it.
     #[arg(long, hide = true)]
     exit_when_stdin_closes: bool,
+    /// Print version information and quit: `Kubernetes vX.Y.Z` as kube-apiserver, then the fake's own
+    /// version and the Kubernetes versions it serves and emulates.
+    #[arg(long, short = 'V')]
+    version: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,6 +93,11 @@ fn main() -> ExitCode {
     // Best effort: without it pages are still purged, only later (on the next allocations).
     let _ = tikv_jemalloc_ctl::background_thread::write(true);
     let cli = Cli::parse();
+    if cli.version {
+        // A closed pipe (`| head -1`) is not an error worth a panic.
+        let _ = writeln!(std::io::stdout().lock(), "{}", version_text());
+        return ExitCode::SUCCESS;
+    }
     if let Some(Command::ExecMember {
         hostname,
         binary,
@@ -75,21 +108,26 @@ fn main() -> ExitCode {
         eprintln!("apiserver-fake: failed to run {}: {err}", binary.display());
         return ExitCode::FAILURE;
     }
-    // The simulator's servers fail requests on purpose (that is what it counts); their logs would bury
-    // its progress line. `RUST_LOG` still turns them on.
-    let default_filter = match cli.command {
-        Some(Command::Upgrade(_)) => "off",
+    // The server's logging flags are applied before anything logs, as kube-apiserver applies them
+    // first; a malformed one ends the process with its one-line error.
+    let (default_filter, format) = match &cli.command {
+        None => match cli.server.logging.validate() {
+            Ok(logging) => (logging.verbosity.filter(), logging.format),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        // The simulator's servers fail requests on purpose (that is what it counts); their logs would
+        // bury its progress line. `RUST_LOG` still turns them on.
+        Some(Command::Upgrade(_)) => ("off".to_owned(), LoggingFormat::Text),
         // Its decisions (what it deleted, what it finalized) are what an operator reads.
-        Some(Command::ControllerManager(_)) => "warn,controller_manager=info",
-        _ => "warn",
+        Some(Command::ControllerManager(_)) => {
+            ("warn,controller_manager=info".to_owned(), LoggingFormat::Text)
+        }
+        _ => ("warn".to_owned(), LoggingFormat::Text),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(&default_filter, format);
     // Every connection and every proxied watch holds a descriptor; the usual soft limit (1024) is far
     // below what a busy apiserver needs. Raise it to the hard limit, as Go's runtime does at start-up.
     if let Err(err) = rlimit::increase_nofile_limit(u64::MAX) {

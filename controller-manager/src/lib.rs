@@ -59,7 +59,7 @@ pub enum Error {
         message: String,
     },
     /// A metric could not be registered.
-    #[error("metrics: {0}")]
+    #[error("metrics")]
     Metrics(#[from] prometheus::Error),
     /// A controller stopped with an error.
     #[error("controller {name}: {message}")]

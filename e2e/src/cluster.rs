@@ -712,7 +712,7 @@ impl TestCluster {
                 .await
                 .map_err(|e| FixtureError::Start {
                     server: builder.name.clone(),
-                    message: e.to_string(),
+                    message: error_chain(&e),
                 })?;
         self.pki.write_kubeconfig(
             &self.paths.kubeconfig(&builder.name),
@@ -902,4 +902,17 @@ impl TestCluster {
             }
         }
     }
+}
+
+/// `error` and its sources, joined by `": "` (as anyhow's `{:#}`): a cause is an error's source, not
+/// part of its Display.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum FixtureError {
     /// The cluster PKI could not be generated or written.
-    #[error("cluster PKI: {0}")]
+    #[error("cluster PKI")]
     Pki(#[from] certs::Error),
     /// A file of the fixture could not be created, read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file or directory.
         path: PathBuf,

@@ -118,6 +118,7 @@ pub use peer_aggregated::{
 };
 pub use peer_discovery::PeerDiscoveryCache;
 pub use peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
+pub use proxy::ProxiedTo;
 pub use request_info::{RequestInfo, RequestInfoError};
 pub use requestheader::{
     RequestHeaderAuthenticator, RequestHeaderConfig, RequestHeaderError, strip_standard_identity_headers,

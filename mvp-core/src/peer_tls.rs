@@ -22,7 +22,7 @@ pub enum PeerTlsError {
     #[error("error building peer proxy handler, proxy-key-file not specified")]
     ProxyKeyFileNotSpecified,
     /// A file could not be read.
-    #[error("error reading {path}: {source}")]
+    #[error("error reading {path}")]
     Read {
         /// The file.
         path: String,
@@ -40,7 +40,7 @@ pub enum PeerTlsError {
     #[error("invalid peer server name {0:?}")]
     InvalidServerName(String),
     /// rustls rejected the CA, certificate or key.
-    #[error("invalid peer TLS material: {0}")]
+    #[error("invalid peer TLS material")]
     Rustls(#[from] rustls::Error),
     /// No rustls crypto provider: the `ring` feature is off and the process installed no
     /// default (`CryptoProvider::install_default`).

@@ -17,11 +17,34 @@ use crate::status::http_error;
 use crate::transport::PeerTransport;
 use crate::user::UserInfo;
 
+/// The peer endpoint (`host:port`) a request was proxied to, in the extensions of every response
+/// [`proxy_to_peer`] returns (the peer's relayed answer or the 503 of a transport failure), so access
+/// logs around the proxy can name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxiedTo(pub String);
+
 /// Proxies `req` to the peer at `endpoint` (`host:port`) on behalf of `user`.
 ///
 /// Never fails: transport errors are turned into the upstream 503 plain-text response.
 /// `gvr` labels the rerouted metric (`None` for discovery fetches).
 pub async fn proxy_to_peer<B>(
+    transport: &PeerTransport,
+    metrics: Option<&MvpMetrics>,
+    req: Request<B>,
+    endpoint: &str,
+    user: &UserInfo,
+    gvr: Option<&GroupVersionResource>,
+) -> Response<MvpBody<NoInnerBody>>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut response = send_to_peer(transport, metrics, req, endpoint, user, gvr).await;
+    response.extensions_mut().insert(ProxiedTo(endpoint.to_owned()));
+    response
+}
+
+async fn send_to_peer<B>(
     transport: &PeerTransport,
     metrics: Option<&MvpMetrics>,
     req: Request<B>,

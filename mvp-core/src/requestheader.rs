@@ -46,10 +46,10 @@ pub enum RequestHeaderError {
     #[error("missing clientCA file")]
     MissingClientCa,
     /// A requestheader CA certificate could not be added to the trust store.
-    #[error("error loading requestheader client CA: {0}")]
+    #[error("error loading requestheader client CA")]
     InvalidClientCa(#[source] rustls::Error),
     /// The client-certificate verifier could not be built from the CA.
-    #[error("error building requestheader verifier: {0}")]
+    #[error("error building requestheader verifier")]
     Verifier(#[source] rustls::server::VerifierBuilderError),
     /// The connection's client certificate does not chain to the requestheader CA (or is not
     /// valid for client authentication).

@@ -63,7 +63,7 @@ pub struct ServiceAccountOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceAccountKeyError {
     /// A key file could not be read.
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {path}")]
     Read {
         /// The file.
         path: PathBuf,

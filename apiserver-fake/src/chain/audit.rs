@@ -56,7 +56,7 @@ pub enum AuditError {
     #[error("loaded illegal policy with 0 rules: from file {}", .0.display())]
     NoRules(PathBuf),
     /// The log file cannot be opened for appending.
-    #[error("failed to open audit log {path}: {source}")]
+    #[error("failed to open audit log {path}")]
     Open {
         /// `--audit-log-path`.
         path: PathBuf,

@@ -90,7 +90,7 @@ fn earliest_not_after(chain: &[CertificateDer<'static>]) -> Option<i64> {
 #[derive(Debug, thiserror::Error)]
 pub enum AuthSetupError {
     /// A CA or token file could not be read.
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -110,8 +110,8 @@ pub enum AuthSetupError {
     #[error("{0}")]
     TokenFile(String),
     /// The requestheader authenticator rejected its configuration.
-    #[error("requestheader: {0}")]
-    RequestHeader(String),
+    #[error("requestheader")]
+    RequestHeader(#[source] mvp_core::RequestHeaderError),
     /// The service-account keys are unusable.
     #[error(transparent)]
     ServiceAccount(#[from] ServiceAccountKeyError),
@@ -264,10 +264,7 @@ impl Authenticator {
                     group_headers: flags.requestheader_group_headers.clone(),
                     extra_headers_prefixes: flags.requestheader_extra_headers_prefix.clone(),
                 };
-                Some(
-                    RequestHeaderAuthenticator::new(&config)
-                        .map_err(|e| AuthSetupError::RequestHeader(e.to_string()))?,
-                )
+                Some(RequestHeaderAuthenticator::new(&config).map_err(AuthSetupError::RequestHeader)?)
             }
             None => None,
         };

@@ -34,6 +34,46 @@ pub enum AuthorizationMode {
     Node,
 }
 
+impl AuthorizationMode {
+    /// Every mode the fake implements, in upstream's order of `authzmodes.AuthorizationModeChoices`;
+    /// `--help` and the parser both read it.
+    pub const ALL: [AuthorizationMode; 4] = [
+        AuthorizationMode::AlwaysAllow,
+        AuthorizationMode::AlwaysDeny,
+        AuthorizationMode::Node,
+        AuthorizationMode::Rbac,
+    ];
+
+    /// The modes kube-apiserver knows that the fake does not implement.
+    pub const UNSUPPORTED: [&'static str; 2] = ["ABAC", "Webhook"];
+
+    /// The mode's name on the command line (upstream's spelling).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AlwaysAllow => "AlwaysAllow",
+            Self::AlwaysDeny => "AlwaysDeny",
+            Self::Rbac => "RBAC",
+            Self::Node => "Node",
+        }
+    }
+
+    /// The names of [`AuthorizationMode::ALL`], comma-separated.
+    pub fn implemented() -> String {
+        Self::ALL.map(Self::name).join(",")
+    }
+
+    /// The help text of `--authorization-mode`: upstream's sentence, with the implemented modes.
+    pub fn flag_help() -> String {
+        format!(
+            "Ordered list of plug-ins to do authorization on secure port. Comma-delimited list of: {}. \
+             (The fake implements these; {} are refused. Members of system:masters are always allowed, \
+             as upstream.)",
+            Self::implemented(),
+            Self::UNSUPPORTED.join(" and ")
+        )
+    }
+}
+
 /// Why `--authorization-mode` was rejected; one line, kube-apiserver's wording where it has one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthorizationModeError {
@@ -42,7 +82,8 @@ pub enum AuthorizationModeError {
     Invalid(String),
     /// A mode kube-apiserver knows but the fake does not implement.
     #[error(
-        "authorization-mode {0:?} is not supported by apiserver-fake (supported: AlwaysAllow, AlwaysDeny, RBAC, Node)"
+        "authorization-mode {0:?} is not supported by apiserver-fake (supported: {modes})",
+        modes = AuthorizationMode::implemented()
     )]
     Unsupported(String),
     /// The same mode twice.
@@ -57,14 +98,13 @@ impl FromStr for AuthorizationMode {
     type Err = AuthorizationModeError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "AlwaysAllow" => Ok(Self::AlwaysAllow),
-            "AlwaysDeny" => Ok(Self::AlwaysDeny),
-            "RBAC" => Ok(Self::Rbac),
-            "Node" => Ok(Self::Node),
-            "ABAC" | "Webhook" => Err(AuthorizationModeError::Unsupported(s.to_owned())),
-            _ => Err(AuthorizationModeError::Invalid(s.to_owned())),
+        if let Some(mode) = Self::ALL.into_iter().find(|mode| mode.name() == s) {
+            return Ok(mode);
         }
+        if Self::UNSUPPORTED.contains(&s) {
+            return Err(AuthorizationModeError::Unsupported(s.to_owned()));
+        }
+        Err(AuthorizationModeError::Invalid(s.to_owned()))
     }
 }
 

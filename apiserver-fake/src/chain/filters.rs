@@ -54,12 +54,18 @@ pub(super) async fn authenticate<S: ServerContext>(
                 if let Decision::Deny(reason) = state.authorizer().authorize(&user, &attributes) {
                     return authorization::forbidden(&user, &attributes, &reason).into_response();
                 }
+                let logged = super::http_log::logged_user(&impersonated);
                 req.extensions_mut().insert(impersonated);
-                next.run(req).await
+                let mut response = next.run(req).await;
+                super::http_log::attach_user(&mut response, logged);
+                response
             }
             Ok(None) => {
+                let logged = super::http_log::logged_user(&user);
                 req.extensions_mut().insert(user);
-                next.run(req).await
+                let mut response = next.run(req).await;
+                super::http_log::attach_user(&mut response, logged);
+                response
             }
             Err(status) => status.into_response(),
         },

@@ -5,6 +5,8 @@
 //!
 //! 0. over HTTP/2, reading what a handler left unread of the request body before answering
 //!    ([`unread_body`]), so clients always get early answers (405, 401, ...) instead of a reset stream;
+//! 0. the per-request log line at `--v=3` ([`http_log`], kube-apiserver's `WithHTTPLogging`: outside
+//!    authentication, so 401s are logged too);
 //! 1. response `Cache-Control` default (kube-apiserver's `WithCacheControl`; acts on the response);
 //! 2. authentication ([`authentication`]), then impersonation ([`impersonation`], whose permission is
 //!    checked with the authorizer here); 401 for nobody;
@@ -29,6 +31,7 @@ pub mod authentication;
 pub mod authorization;
 mod filters;
 pub mod flow_control;
+pub mod http_log;
 pub mod impersonation;
 pub mod inflight;
 pub mod rbac;
@@ -113,6 +116,7 @@ pub fn handler_chain<S: ServerContext>(
     let router = routing::router(state.clone());
     let front = ServiceBuilder::new()
         .layer(axum::middleware::from_fn(unread_body::read_unread_body))
+        .layer(axum::middleware::from_fn(http_log::log_request))
         .map_response(filters::default_cache_control)
         .layer(from_fn_with_state(
             (authenticator, state.clone()),

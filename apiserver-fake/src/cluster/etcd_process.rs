@@ -15,7 +15,7 @@ pub enum EtcdProcessError {
     #[error("no etcd binary on PATH (Debian: apt-get install -y etcd-server)")]
     NotInstalled,
     /// Spawning or talking to it failed.
-    #[error("etcd: {0}")]
+    #[error("etcd")]
     Io(#[from] std::io::Error),
     /// It did not report healthy in time; the tail of its log says why.
     #[error("etcd did not become healthy within {seconds} s: {log_tail}")]
@@ -182,8 +182,9 @@ impl EtcdProcess {
                     .tempdir()
                     .map_err(|e| format!("etcd: {e}"))?
                     .keep();
+                // The whole chain (`{:#}`): an I/O cause is the error's source, not in its Display.
                 Self::start_with(&dir.join("data"), Ipv4Addr::LOCALHOST, 0, None, Some(&dir))
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| format!("{:#}", anyhow::Error::from(e)))
             })
             .as_ref()
             .map_err(Clone::clone)

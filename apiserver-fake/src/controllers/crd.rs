@@ -24,7 +24,7 @@ pub fn crd_resource() -> StorageResource {
 #[derive(Debug, thiserror::Error)]
 pub enum CustomResourcesFileError {
     /// The file could not be read.
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {path}")]
     Read {
         /// The file.
         path: String,

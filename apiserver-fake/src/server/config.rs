@@ -61,9 +61,10 @@ pub struct ServerFlags {
     /// client certificate validated by the authorities in --requestheader-client-ca-file is allowed.
     #[arg(long, value_delimiter = ',')]
     pub requestheader_allowed_names: Vec<String>,
-    /// Ordered list of plug-ins to do authorization on the secure port; the fake implements AlwaysAllow and
-    /// AlwaysDeny (members of system:masters are always allowed, as upstream).
-    #[arg(long, default_value = "AlwaysAllow")]
+    /// Ordered list of plug-ins to do authorization on the secure port (the help text lists the modes
+    /// the fake implements, from [`crate::chain::authorization::AuthorizationMode::ALL`]).
+    #[arg(long, default_value = "AlwaysAllow",
+          help = crate::chain::authorization::AuthorizationMode::flag_help())]
     pub authorization_mode: String,
     /// List of request headers to inspect for usernames. X-Remote-User is common.
     #[arg(long, value_delimiter = ',')]
@@ -221,6 +222,12 @@ pub struct ServerFlags {
     /// it nothing is audited.)
     #[arg(long)]
     pub audit_policy_file: Option<PathBuf>,
+    /// kube-apiserver flags the fake accepts without acting on them (kubelet, etcd TLS, admission).
+    #[command(flatten, next_help_heading = "Accepted, inert flags")]
+    pub accepted: crate::server::accepted_flags::AcceptedFlags,
+    /// kube-apiserver's logging flags (`-v`, `--vmodule`, `--log-flush-frequency`, `--logging-format`).
+    #[command(flatten, next_help_heading = "Logs flags")]
+    pub logging: crate::server::logging::LoggingFlags,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -275,6 +282,8 @@ pub struct ServerOptions {
     pub service_cidr: crate::api::rest::defaults::service_ip::ServiceCidr,
     /// The loaded `--audit-policy-file`, when there is one.
     pub audit_policy: Option<crate::chain::audit::AuditPolicy>,
+    /// The checked logging flags.
+    pub logging: crate::server::logging::LoggingOptions,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
@@ -339,6 +348,9 @@ pub enum ConfigError {
     /// `--audit-policy-file` cannot be read or is not an audit policy.
     #[error(transparent)]
     Audit(#[from] crate::chain::audit::AuditError),
+    /// A logging flag is malformed, or is one of klog's removed flags.
+    #[error(transparent)]
+    Logging(#[from] crate::server::logging::LoggingError),
 }
 
 #[derive(Debug, clap::Parser)]
@@ -457,6 +469,7 @@ impl ServerFlags {
 
     /// Checks the flags the way kube-apiserver validates its options and resolves defaults.
     pub fn validate(&self) -> Result<ServerOptions, ConfigError> {
+        let logging = self.logging.validate()?;
         let binary_version: KubeVersion =
             self.kubernetes_version
                 .parse()
@@ -625,6 +638,7 @@ impl ServerFlags {
             None => None,
         };
         Ok(ServerOptions {
+            logging,
             audit_policy,
             service_cidr,
             peer_resolution_mode,

@@ -7,8 +7,10 @@
 //! [`RunningServer::shutdown`] stops it gracefully (cleaning up what it published);
 //! [`RunningServer::kill`] stops it the way a crash does.
 
+pub mod accepted_flags;
 pub mod config;
 mod listener;
+pub mod logging;
 pub mod mvp;
 mod tls;
 mod unread_body;
@@ -60,7 +62,7 @@ pub enum ServerError {
     #[error(transparent)]
     Audit(#[from] crate::chain::audit::AuditError),
     /// The secure port could not be bound.
-    #[error("failed to listen on {addr}: {source}")]
+    #[error("failed to listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,

@@ -36,11 +36,12 @@ use crate::store::{StorageResource, Store};
 /// Why the peer proxy could not be built (kube-apiserver fails startup in these cases).
 #[derive(Debug, thiserror::Error)]
 pub enum PeerProxyError {
-    /// The peer CA or proxy client certificate is unusable.
-    #[error("error building peer proxy handler, {0}")]
+    /// The peer CA or proxy client certificate is unusable (its messages name the peer proxy handler
+    /// where upstream's do).
+    #[error(transparent)]
     Tls(#[from] mvp_core::PeerTlsError),
     /// The metrics could not be registered.
-    #[error("error registering peer proxy metrics: {0}")]
+    #[error("error registering peer proxy metrics")]
     Metrics(#[from] prometheus::Error),
 }
 
