@@ -221,6 +221,13 @@ pub struct ServerFlags {
     /// it nothing is audited.)
     #[arg(long)]
     pub audit_policy_file: Option<PathBuf>,
+    /// Reach the admission webhooks behind Service NAMESPACE/NAME at HOST:PORT (repeatable, or
+    /// comma-separated): a Service's cluster IP does not route to a webhook outside a cluster, so
+    /// envtest-style setups name the address here. Without it, a Service's `spec.externalName`, then its
+    /// EndpointSlices' addresses are used. (The fake's own flag; the TLS server name stays
+    /// `NAME.NAMESPACE.svc`.)
+    #[arg(long, value_delimiter = ',', value_name = "NAMESPACE/NAME=HOST:PORT")]
+    pub webhook_service_address: Vec<String>,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -275,6 +282,8 @@ pub struct ServerOptions {
     pub service_cidr: crate::api::rest::defaults::service_ip::ServiceCidr,
     /// The loaded `--audit-policy-file`, when there is one.
     pub audit_policy: Option<crate::chain::audit::AuditPolicy>,
+    /// The parsed `--webhook-service-address`.
+    pub webhook_service_addresses: std::sync::Arc<crate::api::rest::admission::ServiceAddresses>,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
@@ -609,7 +618,16 @@ impl ServerFlags {
             Some(path) => Some(crate::chain::audit::AuditPolicy::load(path)?),
             None => None,
         };
+        let webhook_service_addresses = crate::api::rest::admission::ServiceAddresses::parse(
+            &self.webhook_service_address,
+        )
+        .map_err(|reason| ConfigError::InvalidValue {
+            flag: "webhook-service-address",
+            value: self.webhook_service_address.join(","),
+            reason,
+        })?;
         Ok(ServerOptions {
+            webhook_service_addresses: std::sync::Arc::new(webhook_service_addresses),
             audit_policy,
             service_cidr,
             peer_resolution_mode,

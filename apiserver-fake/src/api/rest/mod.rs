@@ -19,6 +19,7 @@
 //! versions, it relabels `apiVersion` with the version requested. Per-resource strategy behaviour the
 //! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
+pub mod admission;
 pub mod chunked_list;
 pub mod componentstatus;
 pub mod defaults;
@@ -112,10 +113,15 @@ impl ResourceInfo {
 
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
+        Self::api_version_of(&self.group, &self.version)
+    }
+
+    /// The `apiVersion` of `group` and `version` (`version` alone for the core group).
+    pub fn api_version_of(group: &str, version: &str) -> String {
+        if group.is_empty() {
+            version.to_owned()
         } else {
-            format!("{}/{}", self.group, self.version)
+            format!("{group}/{version}")
         }
     }
 
@@ -163,6 +169,12 @@ pub trait ResourceCatalog: Send + Sync {
 
     /// Every namespaced resource served (any version), for emptying a namespace being deleted.
     fn namespaced_resources(&self) -> Vec<StorageResource>;
+
+    /// The versions `group`/`resource` is served in, for admission's `matchPolicy: Equivalent` (none
+    /// unless the catalog says).
+    fn versions_of(&self, _group: &str, _resource: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl ResourceCatalog for crate::api::catalog::ServedApis {
@@ -205,6 +217,13 @@ impl ResourceCatalog for crate::api::catalog::ServedApis {
         resources.dedup();
         resources
     }
+
+    fn versions_of(&self, group: &str, resource: &str) -> Vec<String> {
+        self.gvrs()
+            .filter(|(g, _, r)| *g == group && r.name == resource)
+            .map(|(_, version, _)| version.to_owned())
+            .collect()
+    }
 }
 
 /// Everything the handlers share: the store, what the server serves and the version of its binary.
@@ -224,6 +243,8 @@ pub struct RestContext {
     /// The keys that sign ServiceAccount tokens (`serviceaccounts/token`); `None`: TokenRequest is
     /// answered with a 500.
     pub service_account_tokens: Option<Arc<crate::api::serviceaccount::ServiceAccountTokens>>,
+    /// `--webhook-service-address`: where admission webhooks behind Services are reached.
+    pub webhook_service_addresses: Arc<admission::ServiceAddresses>,
 }
 
 impl std::fmt::Debug for RestContext {
@@ -251,7 +272,14 @@ impl RestContext {
             bookmark_interval: Duration::from_secs(60),
             service_cidr: defaults::service_ip::ServiceCidr::default(),
             service_account_tokens: None,
+            webhook_service_addresses: Arc::default(),
         }
+    }
+
+    /// Sets the addresses of admission webhooks' Services (`--webhook-service-address`).
+    pub fn with_webhook_service_addresses(mut self, addresses: Arc<admission::ServiceAddresses>) -> Self {
+        self.webhook_service_addresses = addresses;
+        self
     }
 
     /// Sets the keys TokenRequests are signed with.
@@ -344,6 +372,8 @@ pub struct RestRequest<'a> {
     pub headers: HeaderMap,
     /// The negotiated response format.
     pub format: OutputFormat,
+    /// The authenticated user (admission webhooks are told who asks).
+    pub user: mvp_core::UserInfo,
 }
 
 impl RestRequest<'_> {
@@ -457,6 +487,11 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         query: Query::parse(parts.uri.query()),
         headers: parts.headers,
         format,
+        user: parts
+            .extensions
+            .get::<mvp_core::UserInfo>()
+            .cloned()
+            .unwrap_or_default(),
     };
     let result = match info.verb.as_str() {
         _ if scale::serves(&request) => scale::handle(&request, body).await,

@@ -12,6 +12,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
+use super::admission::{self, Attributes, Operation};
 use super::defaults::{self, service_ip};
 use super::field_validation::{self, FieldValidation};
 use super::generation;
@@ -345,19 +346,20 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         BodySource::Object(json_body(req, &body)),
         "CreateOptions",
     )?;
-    let (created, code) = create_object(req, object, Ownership::Update).await?;
+    let (created, code, admission_warnings) = create_object(req, object, Ownership::Update).await?;
     Ok(with_warnings(
-        req.respond(code, &render_object(req, created)),
-        &warnings,
+        with_warnings(req.respond(code, &render_object(req, created)), &warnings),
+        &admission_warnings,
     ))
 }
 
 /// Creates `object` (already decoded) as POST does; shared with server-side apply of a missing object.
+/// Returns the created object, the status code and the admission webhooks' warnings.
 async fn create_object(
     req: &RestRequest<'_>,
     mut object: Value,
     ownership: Ownership<'_>,
-) -> Result<(Value, StatusCode), Status> {
+) -> Result<(Value, StatusCode, Vec<String>), Status> {
     let dry_run = req.query.dry_run()?;
     reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
     let name = meta_str(&object, "name").to_owned();
@@ -396,6 +398,22 @@ async fn create_object(
     // stored object back defaults again, hence defaults on both sides of `PrepareForCreate`.
     defaults::set_defaults(&req.resource, version, &mut object);
     defaults::check_defaulted(&req.resource, &object)?;
+    // Mutating admission sees the decoded, defaulted object; what webhooks change is defaulted again, as
+    // upstream decodes their patched object.
+    let options_kind = match ownership {
+        Ownership::Update => "CreateOptions",
+        Ownership::Apply(_) => "PatchOptions",
+    };
+    let mut attributes = Attributes::of(req, Operation::Create, Some(&object), None, options_kind);
+    let mut admission_warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    if let Some(mutated) = attributes.object.take()
+        && mutated != object
+    {
+        object = mutated;
+        reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
+        defaults::set_defaults(&req.resource, version, &mut object);
+        defaults::check_defaulted(&req.resource, &object)?;
+    }
     // The field manager sees the decoded, defaulted object, before the strategy adds its fields.
     match ownership {
         Ownership::Update => record_update(req, None, &mut object),
@@ -443,13 +461,15 @@ async fn create_object(
         }
         defaults::prepare_for_create(&req.resource, &mut candidate);
         defaults::set_defaults(&req.resource, version, &mut candidate);
+        let attributes = Attributes::of(req, Operation::Create, Some(&candidate), None, options_kind);
+        admission_warnings.extend(admission::validate(req, &attributes).await?.warnings);
         let result = if dry_run {
             dry_run_create(req, &key, candidate).await
         } else {
             req.ctx.store.create(&storage, &key, candidate).await
         };
         match result {
-            Ok(created) => return Ok((created, StatusCode::CREATED)),
+            Ok(created) => return Ok((created, StatusCode::CREATED, admission_warnings)),
             Err(err @ StoreError::AlreadyExists { .. }) if name.is_empty() => last_error = Some(err),
             Err(err) => return Err(err.into()),
         }
@@ -656,18 +676,47 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         return Err(Status::bad_request(format!("invalid resource version: {rv:?}")));
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
-    let mut next = merge_for_write(req, &current, object)?;
+    let next = merge_for_write(req, &current, object)?;
+    let (mut next, mut admission_warnings) = admit_update(req, &current, next, "UpdateOptions").await?;
     check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
     record_update(req, Some(&current), &mut next);
+    let attributes = Attributes::of(
+        req,
+        Operation::Update,
+        Some(&next),
+        Some(&current),
+        "UpdateOptions",
+    );
+    admission_warnings.extend(admission::validate(req, &attributes).await?.warnings);
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
     Ok(with_warnings(
-        req.respond(StatusCode::OK, &render_object(req, written)),
-        &warnings,
+        with_warnings(
+            req.respond(StatusCode::OK, &render_object(req, written)),
+            &warnings,
+        ),
+        &admission_warnings,
     ))
+}
+
+/// Mutating admission of an update from `current` to `next` (merged for the write): what webhooks
+/// change is merged and defaulted again (so a main-resource write still cannot change `status`).
+/// Returns the object to validate and the webhooks' warnings.
+async fn admit_update(
+    req: &RestRequest<'_>,
+    current: &Value,
+    next: Value,
+    options_kind: &str,
+) -> Result<(Value, Vec<String>), Status> {
+    let mut attributes = Attributes::of(req, Operation::Update, Some(&next), Some(current), options_kind);
+    let warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    match attributes.object.take() {
+        Some(mutated) if mutated != next => Ok((merge_for_write(req, current, mutated)?, warnings)),
+        _ => Ok((next, warnings)),
+    }
 }
 
 /// PATCH on an object (or its status).
@@ -703,9 +752,12 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
                 check_type_meta(&applied_object, &req.resource.api_version(), &req.resource.kind)?;
                 check_update_name(&mut applied_object, &req.info.name, req.namespace.as_deref())?;
                 let configuration = applied.as_ref().unwrap_or(&Value::Null);
-                let (created, code) =
+                let (created, code, admission_warnings) =
                     create_object(req, applied_object, Ownership::Apply(configuration)).await?;
-                return Ok(req.respond(code, &render_object(req, created)));
+                return Ok(with_warnings(
+                    req.respond(code, &render_object(req, created)),
+                    &admission_warnings,
+                ));
             }
             Err(e) => return Err(e.into()),
         };
@@ -731,7 +783,10 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             // The patch itself carried a (different) resourceVersion: a precondition that failed.
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
-        let mut next = merge_for_write(req, &current, patched)?;
+        let next = merge_for_write(req, &current, patched)?;
+        let (mut next, admission_warnings) = admit_update(req, &current, next, "PatchOptions").await?;
+        let mut warnings = warnings;
+        warnings.extend(admission_warnings);
         super::object::drop_empty_metadata(&mut next);
         check_main_resource(req, &next)?;
         super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
@@ -745,6 +800,14 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             None => record_update(req, Some(&current), &mut next),
         }
         validate_schema(req, &next)?;
+        let attributes = Attributes::of(
+            req,
+            Operation::Update,
+            Some(&next),
+            Some(&current),
+            "PatchOptions",
+        );
+        warnings.extend(admission::validate(req, &attributes).await?.warnings);
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {

@@ -1,0 +1,414 @@
+//! Dynamic admission: the `MutatingAdmissionWebhook` and `ValidatingAdmissionWebhook` plugins
+//! (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/{mutating,validating}`), over the
+//! `admissionregistration.k8s.io/v1` configurations in the store.
+//!
+//! The write handlers call two seams, where upstream's handlers call admission:
+//! [`mutate`] after decoding and defaulting, before the strategy validates (create, update, patch, and
+//! delete without an object), and [`validate`] after validation, right before the store write. The
+//! built-in admission the fake has (`NamespaceLifecycle`, [`super::lifecycle`]) runs first, as in
+//! upstream's plugin order.
+//!
+//! Configurations are read from the store on every write (upstream reads an informer's cache): every
+//! server of a cluster shares the store, so every server knows every configuration at once. Webhooks are
+//! called in configuration-name order, then in their order in the configuration; validating webhooks in
+//! parallel (the first failure in that order is reported). `matchConditions` are not evaluated: a
+//! webhook with them is called as if they all matched (docs/decisions.md).
+
+pub mod matching;
+pub mod review;
+pub mod webhook;
+
+use std::collections::BTreeSet;
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+use self::matching::{FailurePolicy, Invocation, Webhook};
+use self::review::{AdmissionResponse, ResponseError, ReviewVersion, WebhookStatus};
+use self::webhook::CallError;
+use super::RestRequest;
+use crate::api::status::{Status, StatusDetails, StatusReason};
+use crate::store::{ObjectKey, StorageResource};
+
+pub use self::webhook::ServiceAddresses;
+
+/// The admission operation of a request (`CONNECT` is not served by the fake).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// `CREATE`.
+    Create,
+    /// `UPDATE` (also patches, and status writes).
+    Update,
+    /// `DELETE`.
+    Delete,
+}
+
+/// `admission.Attributes`: what a webhook is told about the request.
+#[derive(Debug, Clone)]
+pub struct Attributes {
+    /// The operation.
+    pub operation: Operation,
+    /// The request's group.
+    pub group: String,
+    /// The request's version.
+    pub version: String,
+    /// The request's resource.
+    pub resource: String,
+    /// The subresource (`status`), empty for the main resource.
+    pub subresource: String,
+    /// The kind of the objects.
+    pub kind: String,
+    /// The namespace, empty for cluster-scoped resources.
+    pub namespace: String,
+    /// The object's name (empty on a create with `generateName`).
+    pub name: String,
+    /// The new object (none on delete).
+    pub object: Option<Value>,
+    /// The stored object (none on create).
+    pub old_object: Option<Value>,
+    /// Whether this is a dry run.
+    pub dry_run: bool,
+    /// `CreateOptions`/`UpdateOptions`/`PatchOptions`/`DeleteOptions`.
+    pub options: Value,
+    /// The requesting user.
+    pub user: mvp_core::UserInfo,
+}
+
+impl Attributes {
+    /// The attributes of `req` for `operation` on `object`/`old_object`, with the options kind
+    /// (`CreateOptions`, ...) its query carries.
+    pub fn of(
+        req: &RestRequest<'_>,
+        operation: Operation,
+        object: Option<&Value>,
+        old_object: Option<&Value>,
+        options_kind: &str,
+    ) -> Self {
+        let dry_run = req.query.dry_run().unwrap_or(false);
+        let name = match (object, old_object) {
+            (_, Some(old)) => super::object::meta_str(old, "name").to_owned(),
+            (Some(new), None) => super::object::meta_str(new, "name").to_owned(),
+            (None, None) => req.info.name.clone(),
+        };
+        Self {
+            operation,
+            group: req.resource.group.clone(),
+            version: req.resource.version.clone(),
+            resource: req.resource.resource.clone(),
+            subresource: req.info.subresource.clone(),
+            kind: req.resource.kind.clone(),
+            namespace: req.namespace.clone().unwrap_or_default(),
+            name,
+            object: object.cloned(),
+            old_object: old_object.cloned(),
+            dry_run,
+            options: options(req, options_kind, dry_run),
+            user: req.user.clone(),
+        }
+    }
+}
+
+/// The options object of the request, as upstream sends it (`meta.k8s.io/v1`).
+fn options(req: &RestRequest<'_>, kind: &str, dry_run: bool) -> Value {
+    let mut options = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
+    if dry_run {
+        options["dryRun"] = json!(["All"]);
+    }
+    if kind == "DeleteOptions" {
+        if let Some(policy) = req.query.get("propagationPolicy") {
+            options["propagationPolicy"] = json!(policy);
+        }
+        return options;
+    }
+    if kind == "PatchOptions" && req.query.get("force") == Some("true") {
+        options["force"] = json!(true);
+    }
+    for (field, query) in [
+        ("fieldManager", "fieldManager"),
+        ("fieldValidation", "fieldValidation"),
+    ] {
+        if let Some(value) = req.query.get(query) {
+            options[field] = json!(value);
+        }
+    }
+    options
+}
+
+/// What admission adds to a response that goes through.
+#[derive(Debug, Default)]
+pub struct Admitted {
+    /// `Warning` header texts from the webhooks.
+    pub warnings: Vec<String>,
+}
+
+/// The webhooks of the configurations of `resource`, in upstream's order.
+async fn webhooks(req: &RestRequest<'_>, resource: &str) -> Vec<Webhook> {
+    let storage = StorageResource::new("admissionregistration.k8s.io", resource);
+    let Ok((mut configurations, _)) = req.ctx.store.list(&storage, None).await else {
+        return Vec::new();
+    };
+    configurations.sort_by(|a, b| super::object::meta_str(a, "name").cmp(super::object::meta_str(b, "name")));
+    configurations.iter().flat_map(matching::webhooks_of).collect()
+}
+
+/// The versions the server serves the request's group/resource in (for `matchPolicy: Equivalent`).
+fn equivalents(req: &RestRequest<'_>) -> Vec<String> {
+    req.ctx
+        .catalog
+        .versions_of(&req.resource.group, &req.resource.resource)
+}
+
+/// The request namespace's object when some webhook selects namespaces.
+async fn namespace_object(
+    req: &RestRequest<'_>,
+    hooks: &[Webhook],
+    attributes: &Attributes,
+) -> Option<Value> {
+    if attributes.namespace.is_empty() || !hooks.iter().any(matching::needs_namespace) {
+        return None;
+    }
+    req.ctx
+        .store
+        .get(
+            &super::lifecycle::namespaces(),
+            &ObjectKey::cluster(&attributes.namespace),
+        )
+        .await
+        .ok()
+}
+
+/// How one call ended.
+enum Outcome {
+    /// The webhook answered (allowed or not).
+    Answered(AdmissionResponse),
+    /// The call failed (`ErrCallingWebhook`): subject to `failurePolicy`.
+    Failed(String),
+    /// An error that fails the request whatever the policy (dry run refused).
+    Refused(Status),
+}
+
+/// Calls `hook` for `attributes` as `invocation` (`callAttrMutatingHook`/`callHook`).
+async fn call(
+    req: &RestRequest<'_>,
+    hook: &Webhook,
+    attributes: &Attributes,
+    invocation: &Invocation,
+    mutating: bool,
+) -> Outcome {
+    if attributes.dry_run && !matching::callable_on_dry_run(hook) {
+        return match hook.side_effects {
+            None => Outcome::Failed("Webhook SideEffects is nil".to_owned()),
+            Some(_) => Outcome::Refused(Status::bad_request(format!(
+                "admission webhook {:?} does not support dry run",
+                hook.name
+            ))),
+        };
+    }
+    let Some(version) = ReviewVersion::choose(&hook.admission_review_versions) else {
+        return Outcome::Failed(
+            "could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)"
+                .to_owned(),
+        );
+    };
+    let uid = uuid::Uuid::new_v4().to_string();
+    let body = review::request(version, &uid, attributes, invocation);
+    let Ok(body) = serde_json::to_vec(&body) else {
+        return Outcome::Failed("could not create admission objects".to_owned());
+    };
+    let answer = webhook::post(
+        hook,
+        body,
+        req.ctx.store.as_ref(),
+        &req.ctx.webhook_service_addresses,
+    )
+    .await;
+    let bytes = match answer {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::info!(webhook = %hook.name, %error, "failed calling webhook");
+            return Outcome::Failed(error.to_string());
+        }
+    };
+    match review::parse_response(&bytes, version, &uid, mutating) {
+        Ok(response) => Outcome::Answered(response),
+        Err(ResponseError::Undecodable(error)) => Outcome::Failed(CallError::Response(error).to_string()),
+        Err(ResponseError::Invalid(error)) => {
+            Outcome::Failed(format!("received invalid webhook response: {error}"))
+        }
+    }
+}
+
+/// `webhookerrors.ToStatusErr`: the webhook's own Status with upstream's message; a Status without a
+/// code is answered 500, as upstream's response writer answers a `Failure` without one.
+fn denial(hook: &Webhook, result: Option<&WebhookStatus>) -> Status {
+    let denied_by = format!("admission webhook {:?} denied the request", hook.name);
+    let result = result.cloned().unwrap_or_default();
+    let message = if !result.message.is_empty() {
+        format!("{denied_by}: {}", result.message)
+    } else if !result.reason.is_empty() {
+        format!("{denied_by}: {}", result.reason)
+    } else {
+        format!("{denied_by} without explanation")
+    };
+    let code = u16::try_from(result.code)
+        .ok()
+        .filter(|c| (100..=599).contains(c))
+        .unwrap_or(500);
+    let reason = serde_json::from_value::<StatusReason>(json!(result.reason)).unwrap_or_default();
+    let mut status = Status::failure(code, reason, message);
+    status.details = result
+        .details
+        .and_then(|d| serde_json::from_value::<StatusDetails>(d).ok())
+        .map(Box::new);
+    status
+}
+
+/// A failed call under `failurePolicy: Fail`: upstream's `Internal error occurred: failed calling
+/// webhook "<name>": <reason>`.
+fn calling_error(hook: &Webhook, reason: &str) -> Status {
+    Status::internal_error(&format!("failed calling webhook {:?}: {reason}", hook.name))
+}
+
+/// The mutating phase for `attributes`: every matching mutating webhook in order, its JSONPatch applied
+/// to `attributes.object`, then one reinvocation round of the `reinvocationPolicy: IfNeeded` webhooks
+/// invoked before a later webhook changed the object. The caller re-defaults and validates the result.
+pub async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Result<Admitted, Status> {
+    let mut admitted = Admitted::default();
+    if matching::is_exempt(attributes) {
+        return Ok(admitted);
+    }
+    let hooks = webhooks(req, "mutatingwebhookconfigurations").await;
+    if hooks.is_empty() {
+        return Ok(admitted);
+    }
+    let namespace = namespace_object(req, &hooks, attributes).await;
+    let equivalents = equivalents(req);
+    let mut invoked_reinvocable = BTreeSet::new();
+    let mut reinvoke = BTreeSet::new();
+    for round in 0..2 {
+        if round == 1 && reinvoke.is_empty() {
+            break;
+        }
+        for (index, hook) in hooks.iter().enumerate() {
+            if round == 1 && !reinvoke.contains(&index) {
+                continue;
+            }
+            let Some(invocation) = matching::should_call(hook, attributes, namespace.as_ref(), &equivalents)
+            else {
+                continue;
+            };
+            let changed = call_mutating(req, hook, attributes, &invocation, &mut admitted).await?;
+            if round == 0 {
+                if changed {
+                    reinvoke.extend(invoked_reinvocable.iter().copied());
+                }
+                if hook.reinvoke_if_needed {
+                    invoked_reinvocable.insert(index);
+                }
+            }
+        }
+    }
+    Ok(admitted)
+}
+
+/// One mutating webhook call; whether its patch changed the object.
+async fn call_mutating(
+    req: &RestRequest<'_>,
+    hook: &Webhook,
+    attributes: &mut Attributes,
+    invocation: &Invocation,
+    admitted: &mut Admitted,
+) -> Result<bool, Status> {
+    let response = match call(req, hook, attributes, invocation, true).await {
+        Outcome::Answered(response) => response,
+        Outcome::Refused(status) => return Err(status),
+        Outcome::Failed(_) if hook.failure_policy == FailurePolicy::Ignore => return Ok(false),
+        Outcome::Failed(reason) => return Err(calling_error(hook, &reason)),
+    };
+    admitted.warnings.extend(response.warnings.iter().cloned());
+    if !response.allowed {
+        return Err(denial(hook, response.result.as_ref()));
+    }
+    let Some(patch) = &response.patch else {
+        return Ok(false);
+    };
+    let patch: json_patch::Patch = match serde_json::from_slice(patch) {
+        Ok(patch) => patch,
+        Err(error) => {
+            let reason = format!("received undecodable patch in webhook response: {error}");
+            return match hook.failure_policy {
+                FailurePolicy::Ignore => Ok(false),
+                FailurePolicy::Fail => Err(calling_error(hook, &reason)),
+            };
+        }
+    };
+    if patch.0.is_empty() {
+        return Ok(false);
+    }
+    if let Some(patch_type) = &response.unsupported_patch_type {
+        let reason = format!("unsupported patch type {patch_type:?}");
+        return match hook.failure_policy {
+            FailurePolicy::Ignore => Ok(false),
+            FailurePolicy::Fail => Err(calling_error(hook, &reason)),
+        };
+    }
+    let Some(object) = attributes.object.as_mut() else {
+        return Err(Status::internal_error(&format!(
+            "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+            hook.name
+        )));
+    };
+    let mut patched = object.clone();
+    // A patch failure is not a failure to call the webhook: it fails the request whatever the policy.
+    json_patch::patch(&mut patched, &patch).map_err(|e| Status::internal_error(&e.to_string()))?;
+    if !patched.is_object() {
+        return Err(Status::internal_error("the patched object is not a JSON object"));
+    }
+    // Back to the request's version (the fake's conversion is relabelling).
+    let patched = super::object::present(
+        patched,
+        &super::ResourceInfo::api_version_of(&attributes.group, &attributes.version),
+        &attributes.kind,
+    );
+    let changed = patched != *object;
+    *object = patched;
+    Ok(changed)
+}
+
+/// The validating phase: every matching validating webhook, in parallel; the first denial or failure
+/// (in webhook order) fails the request.
+pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<Admitted, Status> {
+    let mut admitted = Admitted::default();
+    if matching::is_exempt(attributes) {
+        return Ok(admitted);
+    }
+    let hooks = webhooks(req, "validatingwebhookconfigurations").await;
+    if hooks.is_empty() {
+        return Ok(admitted);
+    }
+    let namespace = namespace_object(req, &hooks, attributes).await;
+    let equivalents = equivalents(req);
+    let calls = hooks.iter().filter_map(|hook| {
+        let invocation = matching::should_call(hook, attributes, namespace.as_ref(), &equivalents)?;
+        Some(async move { (hook, call(req, hook, attributes, &invocation, false).await) })
+    });
+    let mut first_error = None;
+    for (hook, outcome) in join_all(calls).await {
+        let error = match outcome {
+            Outcome::Answered(response) => {
+                admitted.warnings.extend(response.warnings.iter().cloned());
+                (!response.allowed).then(|| denial(hook, response.result.as_ref()))
+            }
+            Outcome::Refused(status) => Some(status),
+            Outcome::Failed(_) if hook.failure_policy == FailurePolicy::Ignore => None,
+            Outcome::Failed(reason) => Some(calling_error(hook, &reason)),
+        };
+        if first_error.is_none() {
+            first_error = error;
+        }
+    }
+    match first_error {
+        Some(status) => Err(status),
+        None => Ok(admitted),
+    }
+}
