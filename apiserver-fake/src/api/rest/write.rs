@@ -398,8 +398,14 @@ async fn create_object(
     // stored object back defaults again, hence defaults on both sides of `PrepareForCreate`.
     defaults::set_defaults(&req.resource, version, &mut object);
     defaults::check_defaulted(&req.resource, &object)?;
-    // Mutating admission sees the decoded, defaulted object; what webhooks change is defaulted again, as
-    // upstream decodes their patched object.
+    // The field manager sees the decoded, defaulted object, before the strategy adds its fields.
+    match ownership {
+        Ownership::Update => record_update(req, None, &mut object),
+        Ownership::Apply(applied) => record_apply(req, None, applied, &mut object)?,
+    }
+    // Mutating admission sees the decoded, defaulted object with its managed fields (what webhooks set
+    // is owned by nobody, as upstream); what they change is defaulted again, as upstream decodes their
+    // patched object.
     let options_kind = match ownership {
         Ownership::Update => "CreateOptions",
         Ownership::Apply(_) => "PatchOptions",
@@ -413,11 +419,6 @@ async fn create_object(
         reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
         defaults::set_defaults(&req.resource, version, &mut object);
         defaults::check_defaulted(&req.resource, &object)?;
-    }
-    // The field manager sees the decoded, defaulted object, before the strategy adds its fields.
-    match ownership {
-        Ownership::Update => record_update(req, None, &mut object),
-        Ownership::Apply(applied) => record_apply(req, None, applied, &mut object)?,
     }
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
@@ -676,12 +677,13 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         return Err(Status::bad_request(format!("invalid resource version: {rv:?}")));
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
-    let next = merge_for_write(req, &current, object)?;
+    let mut next = merge_for_write(req, &current, object)?;
+    // As upstream's update transformers: the field manager, then mutating admission.
+    record_update(req, Some(&current), &mut next);
     let (mut next, mut admission_warnings) = admit_update(req, &current, next, "UpdateOptions").await?;
     check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
-    record_update(req, Some(&current), &mut next);
     let attributes = Attributes::of(
         req,
         Operation::Update,
@@ -783,10 +785,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             // The patch itself carried a (different) resourceVersion: a precondition that failed.
             return Err(Status::conflict(&req.resource.group_resource(), &req.info.name));
         }
-        let next = merge_for_write(req, &current, patched)?;
-        let (mut next, admission_warnings) = admit_update(req, &current, next, "PatchOptions").await?;
-        let mut warnings = warnings;
-        warnings.extend(admission_warnings);
+        let mut next = merge_for_write(req, &current, patched)?;
         super::object::drop_empty_metadata(&mut next);
         check_main_resource(req, &next)?;
         super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
@@ -799,6 +798,10 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             }
             None => record_update(req, Some(&current), &mut next),
         }
+        let (next, admission_warnings) = admit_update(req, &current, next, "PatchOptions").await?;
+        let (mut next, mut warnings) = (next, warnings);
+        warnings.extend(admission_warnings);
+        check_main_resource(req, &next)?;
         validate_schema(req, &next)?;
         let attributes = Attributes::of(
             req,

@@ -360,7 +360,8 @@ async fn call_mutating(
     };
     let mut patched = object.clone();
     // A patch failure is not a failure to call the webhook: it fails the request whatever the policy.
-    json_patch::patch(&mut patched, &patch).map_err(|e| Status::internal_error(&e.to_string()))?;
+    json_patch::patch(&mut patched, &patch)
+        .map_err(|e| Status::internal_error(&patch_error_text(&patch, &e)))?;
     if !patched.is_object() {
         return Err(Status::internal_error("the patched object is not a JSON object"));
     }
@@ -410,5 +411,46 @@ pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<
     match first_error {
         Some(status) => Err(status),
         None => Ok(admitted),
+    }
+}
+
+/// evanphx/json-patch's (v4) wording of a patch that does not apply, which upstream returns.
+fn patch_error_text(patch: &json_patch::Patch, error: &json_patch::PatchError) -> String {
+    use json_patch::{PatchErrorKind, PatchOperation};
+    let path = error.path.to_string();
+    let Some(operation) = patch.0.get(error.operation) else {
+        return error.to_string();
+    };
+    match (operation, &error.kind) {
+        (PatchOperation::Test(test), PatchErrorKind::TestFailed) => {
+            format!("testing value {} failed: test failed", test.path)
+        }
+        (PatchOperation::Add(_), _) => {
+            format!("add operation does not apply: doc is missing path: {path:?}: missing value")
+        }
+        (PatchOperation::Remove(_), _) => {
+            format!("remove operation does not apply: doc is missing path: {path:?}: missing value")
+        }
+        (PatchOperation::Replace(_), _) => {
+            format!("replace operation does not apply: doc is missing key: {path}: missing value")
+        }
+        (PatchOperation::Move(op), _) => {
+            format!(
+                "move operation does not apply: doc is missing from path: {:?}: missing value",
+                op.from.to_string()
+            )
+        }
+        (PatchOperation::Copy(op), _) => {
+            format!(
+                "copy operation does not apply: doc is missing from path: {:?}: missing value",
+                op.from.to_string()
+            )
+        }
+        (PatchOperation::Test(test), _) => {
+            format!(
+                "test operation does not apply: doc is missing path: {:?}: missing value",
+                test.path.to_string()
+            )
+        }
     }
 }
