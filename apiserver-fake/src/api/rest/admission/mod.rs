@@ -332,25 +332,15 @@ async fn call_mutating(
     let Some(patch) = &response.patch else {
         return Ok(false);
     };
-    let patch: json_patch::Patch = match serde_json::from_slice(patch) {
-        Ok(patch) => patch,
-        Err(error) => {
-            let reason = format!("received undecodable patch in webhook response: {error}");
-            return match hook.failure_policy {
-                FailurePolicy::Ignore => Ok(false),
-                FailurePolicy::Fail => Err(calling_error(hook, &reason)),
-            };
-        }
-    };
-    if patch.0.is_empty() {
-        return Ok(false);
-    }
-    if let Some(patch_type) = &response.unsupported_patch_type {
-        let reason = format!("unsupported patch type {patch_type:?}");
-        return match hook.failure_policy {
-            FailurePolicy::Ignore => Ok(false),
-            FailurePolicy::Fail => Err(calling_error(hook, &reason)),
-        };
+    // Upstream's order: decode the patch, skip an empty one, refuse one for a request without an
+    // object, check the patch type, apply.
+    let applied = apply_json_patch(attributes.object.as_ref().unwrap_or(&Value::Null), patch);
+    let ignore = hook.failure_policy == FailurePolicy::Ignore;
+    match &applied {
+        Ok(None) => return Ok(false),
+        Err(PatchFailure::Undecodable(_)) if ignore => return Ok(false),
+        Err(PatchFailure::Undecodable(reason)) => return Err(calling_error(hook, reason)),
+        _ => {}
     }
     let Some(object) = attributes.object.as_mut() else {
         return Err(Status::internal_error(&format!(
@@ -358,13 +348,22 @@ async fn call_mutating(
             hook.name
         )));
     };
-    let mut patched = object.clone();
-    // A patch failure is not a failure to call the webhook: it fails the request whatever the policy.
-    json_patch::patch(&mut patched, &patch)
-        .map_err(|e| Status::internal_error(&patch_error_text(&patch, &e)))?;
-    if !patched.is_object() {
-        return Err(Status::internal_error("the patched object is not a JSON object"));
+    if let Some(patch_type) = &response.unsupported_patch_type {
+        return match ignore {
+            true => Ok(false),
+            false => Err(calling_error(
+                hook,
+                &format!("unsupported patch type {patch_type:?}"),
+            )),
+        };
     }
+    let patched = match applied {
+        Ok(Some(patched)) => patched,
+        // A patch that does not apply is not a failure to call the webhook: it fails the request
+        // whatever the policy.
+        Err(PatchFailure::NotApplicable(reason)) => return Err(Status::internal_error(&reason)),
+        Ok(None) | Err(PatchFailure::Undecodable(_)) => return Ok(false),
+    };
     // Back to the request's version (the fake's conversion is relabelling).
     let patched = super::object::present(
         patched,
@@ -414,6 +413,36 @@ pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<
     }
 }
 
+/// Why a webhook's JSONPatch was not applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchFailure {
+    /// It is not a JSON patch (upstream: a failure to call the webhook, under its failure policy).
+    Undecodable(String),
+    /// It does not apply to the object, or leaves no object (upstream: an internal error, whatever the
+    /// failure policy).
+    NotApplicable(String),
+}
+
+/// Applies a webhook's JSONPatch (`response.patch`, decoded) to `object`: `None` when the patch is empty.
+/// Never panics, whatever the bytes (fuzzed with the response parser).
+pub fn apply_json_patch(object: &Value, patch: &[u8]) -> Result<Option<Value>, PatchFailure> {
+    let patch: json_patch::Patch = serde_json::from_slice(patch).map_err(|e| {
+        PatchFailure::Undecodable(format!("received undecodable patch in webhook response: {e}"))
+    })?;
+    if patch.0.is_empty() {
+        return Ok(None);
+    }
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch)
+        .map_err(|e| PatchFailure::NotApplicable(patch_error_text(&patch, &e)))?;
+    if !patched.is_object() {
+        return Err(PatchFailure::NotApplicable(
+            "the patched object is not a JSON object".to_owned(),
+        ));
+    }
+    Ok(Some(patched))
+}
+
 /// evanphx/json-patch's (v4) wording of a patch that does not apply, which upstream returns.
 fn patch_error_text(patch: &json_patch::Patch, error: &json_patch::PatchError) -> String {
     use json_patch::{PatchErrorKind, PatchOperation};
@@ -452,5 +481,101 @@ fn patch_error_text(patch: &json_patch::Patch, error: &json_patch::PatchError) -
                 test.path.to_string()
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn patches_apply_or_fail_with_evanphx_texts() {
+        let object = json!({"metadata": {"name": "c"}, "data": {"k": "v"}});
+        let add = br#"[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]"#;
+        assert_eq!(
+            apply_json_patch(&object, add),
+            Ok(Some(
+                json!({"metadata": {"name": "c", "labels": {"a": "b"}}, "data": {"k": "v"}})
+            ))
+        );
+        assert_eq!(apply_json_patch(&object, b"[]"), Ok(None));
+        let cases: [(&[u8], PatchFailure); 4] = [
+            (
+                br#"[{"op":"remove","path":"/spec/x"}]"#,
+                PatchFailure::NotApplicable(
+                    "remove operation does not apply: doc is missing path: \"/spec/x\": missing value"
+                        .to_owned(),
+                ),
+            ),
+            (
+                br#"[{"op":"replace","path":"/spec","value":1}]"#,
+                PatchFailure::NotApplicable(
+                    "replace operation does not apply: doc is missing key: /spec: missing value".to_owned(),
+                ),
+            ),
+            (
+                br#"[{"op":"test","path":"/data/k","value":"w"}]"#,
+                PatchFailure::NotApplicable("testing value /data/k failed: test failed".to_owned()),
+            ),
+            (
+                br#"[{"op":"replace","path":"","value":1}]"#,
+                PatchFailure::NotApplicable("the patched object is not a JSON object".to_owned()),
+            ),
+        ];
+        for (patch, expected) in cases {
+            assert_eq!(
+                apply_json_patch(&object, patch),
+                Err(expected),
+                "{}",
+                String::from_utf8_lossy(patch)
+            );
+        }
+        assert!(matches!(
+            apply_json_patch(&object, b"{\"op\":\"add\"}"),
+            Err(PatchFailure::Undecodable(reason)) if reason.starts_with("received undecodable patch in webhook response: ")
+        ));
+    }
+
+    #[test]
+    fn denials_carry_the_webhooks_status_behind_upstreams_message() {
+        let hook = matching::webhooks_of(
+            &json!({"metadata": {"name": "c"}, "webhooks": [{"name": "w.example.com"}]}),
+        )
+        .pop()
+        .expect("webhook");
+        let forbidden = denial(
+            &hook,
+            Some(&WebhookStatus {
+                code: 403,
+                message: "no".to_owned(),
+                reason: "Forbidden".to_owned(),
+                details: None,
+            }),
+        );
+        assert_eq!(forbidden.code, 403);
+        assert_eq!(forbidden.reason, StatusReason::Forbidden);
+        assert_eq!(
+            forbidden.message,
+            "admission webhook \"w.example.com\" denied the request: no"
+        );
+        let bare = denial(&hook, None);
+        assert_eq!(bare.code, 500, "a Failure without a code is answered 500");
+        assert_eq!(
+            bare.message,
+            "admission webhook \"w.example.com\" denied the request without explanation"
+        );
+        let by_reason = denial(
+            &hook,
+            Some(&WebhookStatus {
+                reason: "NotAllowed".to_owned(),
+                ..Default::default()
+            }),
+        );
+        assert_eq!(
+            by_reason.message,
+            "admission webhook \"w.example.com\" denied the request: NotAllowed"
+        );
     }
 }
