@@ -85,6 +85,16 @@ impl WebhookServer {
         }
     }
 
+    /// How often `path` was called for the object named `name`.
+    fn calls_for(&self, path: &str, name: &str) -> usize {
+        self.calls
+            .lock()
+            .expect("calls")
+            .get(path)
+            .map(|calls| calls.iter().filter(|r| r["name"] == name).count())
+            .unwrap_or_default()
+    }
+
     /// How often `path` was called for objects of `resource`.
     fn calls(&self, path: &str, resource: &str) -> usize {
         self.calls
@@ -153,6 +163,10 @@ async fn answer(path: &str, request: &Value) -> Bytes {
             } else {
                 review(json!({"uid": uid, "allowed": true, "warnings": ["checked by the deny webhook"]}))
             }
+        }
+        "/annotate" => {
+            let ops = json!([{"op": "add", "path": "/metadata/annotations", "value": {"annotated-by": "annotate-webhook"}}]);
+            review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch(ops)}))
         }
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(5)).await;
@@ -256,8 +270,23 @@ webhooks:
   rules:
   - {{operations: [CREATE], apiGroups: [\"\", apps, batch, stable.example.com], apiVersions: [\"*\"], resources: [configmaps, deployments, jobs, crontabs]}}
   objectSelector: {{matchExpressions: [{{key: case, operator: DoesNotExist}}]}}
+  reinvocationPolicy: IfNeeded
   sideEffects: None
   admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: zz-annotate}}
+webhooks:
+- name: annotate.example.com
+  clientConfig:
+    service: {{namespace: webhooks, name: admission, path: /annotate}}
+    caBundle: {ca}
+  rules:
+  - {{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}}
+  objectSelector: {{matchLabels: {{reinvoke: \"yes\"}}}}
+  sideEffects: NoneOnDryRun
+  admissionReviewVersions: [v1beta1]
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
@@ -305,6 +334,59 @@ fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_be
     std::fs::write(&file, crontab).expect("crontab");
     kubectl_eventually(&b, &["create", "-f", &file.display().to_string()]);
     assert_eq!(label(&b, &["crontab", "tab"]), "label-webhook");
+
+    // A server-side dry run calls webhooks whose side effects allow it, and tells them.
+    let (ok, out, err) = kubectl(
+        &b,
+        &[
+            "create",
+            "configmap",
+            "dry",
+            "--dry-run=server",
+            "-o",
+            "jsonpath={.metadata.labels.admitted-by}",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "label-webhook", "the dry run's answer shows the mutation");
+    let dry = server.calls.lock().expect("calls")["/deny"]
+        .iter()
+        .find(|r| r["name"] == "dry")
+        .cloned()
+        .expect("the validating webhook saw the dry run");
+    assert_eq!(dry["dryRun"], true);
+    assert_eq!(dry["options"]["dryRun"], json!(["All"]));
+    assert!(
+        !kubectl(&b, &["get", "configmap", "dry"]).0,
+        "nothing was written"
+    );
+
+    // A later webhook's change reinvokes an earlier `IfNeeded` one, once; the later one speaks v1beta1.
+    let (ok, _, err) = kubectl(&b, &["create", "configmap", "twice"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        server.calls_for("/label", "twice"),
+        1,
+        "no change after it, no reinvocation"
+    );
+    let reinvoked =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: reinvoked, labels: {reinvoke: \"yes\"}}\n";
+    let (ok, _, err) = create(&b, dir.path(), "reinvoked.yaml", reinvoked);
+    assert!(ok, "{err}");
+    assert_eq!(server.calls_for("/label", "reinvoked"), 2);
+    assert_eq!(server.calls_for("/annotate", "reinvoked"), 1);
+    let (_, annotations, _) = kubectl(
+        &b,
+        &[
+            "get",
+            "configmap",
+            "reinvoked",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ],
+    );
+    assert_eq!(annotations, r#"{"annotated-by":"annotate-webhook"}"#);
+    assert_eq!(label(&b, &["configmap", "reinvoked"]), "label-webhook");
 
     // The webhook's own denial, exactly: its code, reason and message behind upstream's prefix.
     let denied = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: refused, labels: {deny: \"true\"}}\n";
