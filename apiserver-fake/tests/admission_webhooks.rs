@@ -161,7 +161,10 @@ async fn answer(path: &str, request: &Value) -> Bytes {
                 review(json!({"uid": uid, "allowed": false,
                     "status": {"code": 403, "reason": "Forbidden", "message": "objects labelled deny=true are refused"}}))
             } else {
-                review(json!({"uid": uid, "allowed": true, "warnings": ["checked by the deny webhook"]}))
+                review(
+                    json!({"uid": uid, "allowed": true, "warnings": ["checked by the deny webhook"],
+                    "auditAnnotations": {"checked": "true"}}),
+                )
             }
         }
         "/annotate" => {
@@ -179,16 +182,27 @@ async fn answer(path: &str, request: &Value) -> Bytes {
     }
 }
 
-/// A cluster of the default layout whose servers reach Service `webhooks/admission` at `port`.
+/// A cluster of the default layout whose servers reach Service `webhooks/admission` at `port`, each
+/// writing an audit log of every request at `Metadata` level to `DIR/audit-<name>.log`.
 fn start_cluster(dir: &Path, port: u16) -> Demo {
     let config = dir.join("cluster.yaml");
-    let flag = format!("webhook-service-address: \"webhooks/admission=127.0.0.1:{port}\"");
+    let policy = dir.join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n")
+        .expect("audit policy");
+    let flags = |name: &str| {
+        format!(
+            "webhook-service-address: \"webhooks/admission=127.0.0.1:{port}\", audit-policy-file: {}, audit-log-path: {}",
+            policy.display(),
+            dir.join(format!("audit-{name}.log")).display()
+        )
+    };
+    let (flags_a, flags_b) = (flags("a"), flags("b"));
     std::fs::write(
         &config,
         format!(
             "servers:\n\
-             - {{name: a, version: \"1.36\", runtime-config: \"batch/v1=false\", flags: {{{flag}}}}}\n\
-             - {{name: b, version: \"1.36\", flags: {{{flag}}}}}\n\
+             - {{name: a, version: \"1.36\", runtime-config: \"batch/v1=false\", flags: {{{flags_a}}}}}\n\
+             - {{name: b, version: \"1.36\", flags: {{{flags_b}}}}}\n\
              store: memory\nrun: in-process\nlb: none\ncontrollers: false\n"
         ),
     )
@@ -326,6 +340,14 @@ fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_be
     assert!(ok, "{err}");
     assert_eq!(err, "Warning: checked by the deny webhook\n");
     assert_eq!(label(&b, &["configmap", "plain"]), "label-webhook");
+    // The webhook's audit annotations are in the request's audit event, under its name.
+    let log = std::fs::read_to_string(dir.path().join("audit-b.log")).expect("b's audit log");
+    let event = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps")
+        .expect("the create's audit event");
+    assert_eq!(event["annotations"], json!({"deny.example.com/checked": "true"}));
     let (ok, _, err) = kubectl(&b, &["create", "deployment", "web", "--image=nginx"]);
     assert!(ok, "{err}");
     assert_eq!(label(&b, &["deployment", "web"]), "label-webhook");

@@ -374,6 +374,8 @@ pub struct RestRequest<'a> {
     pub format: OutputFormat,
     /// The authenticated user (admission webhooks are told who asks).
     pub user: mvp_core::UserInfo,
+    /// What admission webhooks asked to add to the request's audit event.
+    pub audit_annotations: std::sync::Mutex<admission::AuditAnnotations>,
 }
 
 impl RestRequest<'_> {
@@ -492,6 +494,7 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
             .get::<mvp_core::UserInfo>()
             .cloned()
             .unwrap_or_default(),
+        audit_annotations: Default::default(),
     };
     let result = match info.verb.as_str() {
         _ if scale::serves(&request) => scale::handle(&request, body).await,
@@ -515,7 +518,17 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         "deletecollection" => delete::delete_collection(&request, body).await,
         _ => Err(Status::route_method_not_allowed()),
     };
-    result.unwrap_or_else(|status| request.format.error(status))
+    let mut response = result.unwrap_or_else(|status| request.format.error(status));
+    let annotations = std::mem::take(
+        &mut *request
+            .audit_annotations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    if !annotations.0.is_empty() {
+        response.extensions_mut().insert(annotations);
+    }
+    response
 }
 
 /// Whether `subresource` of `resource` is `serviceaccounts/token` (TokenRequest).

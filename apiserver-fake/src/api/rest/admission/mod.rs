@@ -32,6 +32,29 @@ use crate::store::{ObjectKey, StorageResource};
 
 pub use self::webhook::ServiceAddresses;
 
+/// The audit annotations webhooks returned (`<webhook name>/<key>`), carried to the audit log as a
+/// response extension, on success and on denial alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditAnnotations(pub std::collections::BTreeMap<String, String>);
+
+/// Records `response`'s audit annotations under `hook`'s name (upstream's `AddAnnotation`, first value
+/// kept).
+fn annotate(req: &RestRequest<'_>, hook: &Webhook, response: &AdmissionResponse) {
+    if response.audit_annotations.is_empty() {
+        return;
+    }
+    let mut annotations = req
+        .audit_annotations
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (key, value) in &response.audit_annotations {
+        annotations
+            .0
+            .entry(format!("{}/{key}", hook.name))
+            .or_insert_with(|| value.clone());
+    }
+}
+
 /// The admission operation of a request (`CONNECT` is not served by the fake).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
@@ -326,6 +349,7 @@ async fn call_mutating(
         Outcome::Failed(reason) => return Err(calling_error(hook, &reason)),
     };
     admitted.warnings.extend(response.warnings.iter().cloned());
+    annotate(req, hook, &response);
     if !response.allowed {
         return Err(denial(hook, response.result.as_ref()));
     }
@@ -397,6 +421,7 @@ pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<
         let error = match outcome {
             Outcome::Answered(response) => {
                 admitted.warnings.extend(response.warnings.iter().cloned());
+                annotate(req, hook, &response);
                 (!response.allowed).then(|| denial(hook, response.result.as_ref()))
             }
             Outcome::Refused(status) => Some(status),
