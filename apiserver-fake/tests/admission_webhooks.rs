@@ -167,6 +167,15 @@ async fn answer(path: &str, request: &Value) -> Bytes {
                 )
             }
         }
+        "/max-replicas" => {
+            if request["object"]["spec"]["replicas"].as_i64().unwrap_or_default() > 5 {
+                review(
+                    json!({"uid": uid, "allowed": false, "status": {"code": 422, "message": "at most 5 replicas"}}),
+                )
+            } else {
+                review(json!({"uid": uid, "allowed": true}))
+            }
+        }
         "/annotate" => {
             let ops = json!([{"op": "add", "path": "/metadata/annotations", "value": {"annotated-by": "annotate-webhook"}}]);
             review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch(ops)}))
@@ -315,6 +324,14 @@ webhooks:
   objectSelector: {{matchExpressions: [{{key: case, operator: DoesNotExist}}]}}
   sideEffects: None
   admissionReviewVersions: [v1]
+- name: replicas.example.com
+  clientConfig:
+    url: https://127.0.0.1:{port}/max-replicas
+    caBundle: {ca}
+  rules:
+  - {{operations: [UPDATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments/scale]}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
 "
     )
 }
@@ -356,6 +373,32 @@ fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_be
     std::fs::write(&file, crontab).expect("crontab");
     kubectl_eventually(&b, &["create", "-f", &file.display().to_string()]);
     assert_eq!(label(&b, &["crontab", "tab"]), "label-webhook");
+
+    // The scale subresource is admitted with its `autoscaling/v1` Scale.
+    let (ok, out, err) = kubectl(&b, &["scale", "deployment", "web", "--replicas=3"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "deployment.apps/web scaled\n");
+    let (ok, _, err) = kubectl(&b, &["scale", "deployment", "web", "--replicas=9"]);
+    assert!(!ok);
+    insta::assert_snapshot!("denied_scale", err);
+    let replicas = kubectl(
+        &b,
+        &["get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"],
+    )
+    .1;
+    assert_eq!(replicas, "3");
+    let scale = server.calls.lock().expect("calls")["/max-replicas"][0].clone();
+    assert_eq!(
+        scale["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(
+        scale["resource"],
+        json!({"group": "apps", "version": "v1", "resource": "deployments"})
+    );
+    assert_eq!(scale["subResource"], "scale");
+    assert_eq!(scale["object"]["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["oldObject"]["spec"]["replicas"], 1);
 
     // A server-side dry run calls webhooks whose side effects allow it, and tells them.
     let (ok, out, err) = kubectl(

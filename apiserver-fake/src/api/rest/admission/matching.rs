@@ -358,6 +358,7 @@ mod tests {
             resource: resource.to_owned(),
             subresource: subresource.to_owned(),
             kind: "Thing".to_owned(),
+            kind_api_version: None,
             namespace: "default".to_owned(),
             name: "x".to_owned(),
             object: Some(json!({"metadata": {"name": "x", "labels": {"app": "web"}}})),

@@ -81,6 +81,8 @@ pub struct Attributes {
     pub subresource: String,
     /// The kind of the objects.
     pub kind: String,
+    /// The `apiVersion` of that kind when it is not the resource's (`autoscaling/v1` for a `Scale`).
+    pub kind_api_version: Option<String>,
     /// The namespace, empty for cluster-scoped resources.
     pub namespace: String,
     /// The object's name (empty on a create with `generateName`).
@@ -120,6 +122,7 @@ impl Attributes {
             resource: req.resource.resource.clone(),
             subresource: req.info.subresource.clone(),
             kind: req.resource.kind.clone(),
+            kind_api_version: None,
             namespace: req.namespace.clone().unwrap_or_default(),
             name,
             object: object.cloned(),
@@ -128,6 +131,21 @@ impl Attributes {
             options: options(req, options_kind, dry_run),
             user: req.user.clone(),
         }
+    }
+
+    /// The group and version of the objects' kind when the resource is requested in `version`.
+    pub fn kind_group_version(&self, version: &str) -> (String, String) {
+        match self.kind_api_version.as_deref().map(|v| v.split_once('/')) {
+            Some(Some((group, version))) => (group.to_owned(), version.to_owned()),
+            Some(None) => (String::new(), self.kind_api_version.clone().unwrap_or_default()),
+            None => (self.group.clone(), version.to_owned()),
+        }
+    }
+
+    /// The `apiVersion` of the objects when the resource is requested in `version`.
+    pub fn kind_api_version(&self, version: &str) -> String {
+        let (group, version) = self.kind_group_version(version);
+        super::ResourceInfo::api_version_of(&group, &version)
     }
 }
 
@@ -366,6 +384,10 @@ async fn call_mutating(
         Err(PatchFailure::Undecodable(reason)) => return Err(calling_error(hook, reason)),
         _ => {}
     }
+    let (api_version, kind) = (
+        attributes.kind_api_version(&attributes.version),
+        attributes.kind.clone(),
+    );
     let Some(object) = attributes.object.as_mut() else {
         return Err(Status::internal_error(&format!(
             "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
@@ -389,11 +411,7 @@ async fn call_mutating(
         Ok(None) | Err(PatchFailure::Undecodable(_)) => return Ok(false),
     };
     // Back to the request's version (the fake's conversion is relabelling).
-    let patched = super::object::present(
-        patched,
-        &super::ResourceInfo::api_version_of(&attributes.group, &attributes.version),
-        &attributes.kind,
-    );
+    let patched = super::object::present(patched, &api_version, &kind);
     let changed = patched != *object;
     *object = patched;
     Ok(changed)

@@ -93,14 +93,11 @@ fn group_version_resource(group: &str, version: &str, resource: &str) -> Value {
 /// alike, so converting is relabelling).
 fn versioned(object: Option<&Value>, attributes: &Attributes, version: &str) -> Value {
     match object {
-        Some(Value::Object(map)) => {
-            let api_version = if attributes.group.is_empty() {
-                version.to_owned()
-            } else {
-                format!("{}/{version}", attributes.group)
-            };
-            crate::api::rest::object::present(Value::Object(map.clone()), &api_version, &attributes.kind)
-        }
+        Some(Value::Object(map)) => crate::api::rest::object::present(
+            Value::Object(map.clone()),
+            &attributes.kind_api_version(version),
+            &attributes.kind,
+        ),
         _ => Value::Null,
     }
 }
@@ -111,9 +108,10 @@ pub fn request(version: ReviewVersion, uid: &str, attributes: &Attributes, invoc
     let mut request = Map::new();
     let a = attributes;
     request.insert("uid".to_owned(), json!(uid));
+    let (kind_group, kind_version) = a.kind_group_version(&invocation.version);
     request.insert(
         "kind".to_owned(),
-        group_version_kind(&a.group, &invocation.version, &a.kind),
+        group_version_kind(&kind_group, &kind_version, &a.kind),
     );
     request.insert(
         "resource".to_owned(),
@@ -122,9 +120,10 @@ pub fn request(version: ReviewVersion, uid: &str, attributes: &Attributes, invoc
     if !a.subresource.is_empty() {
         request.insert("subResource".to_owned(), json!(a.subresource));
     }
+    let (kind_group, kind_version) = a.kind_group_version(&a.version);
     request.insert(
         "requestKind".to_owned(),
-        group_version_kind(&a.group, &a.version, &a.kind),
+        group_version_kind(&kind_group, &kind_version, &a.kind),
     );
     request.insert(
         "requestResource".to_owned(),
@@ -372,6 +371,7 @@ mod tests {
             resource: "deployments".to_owned(),
             subresource: String::new(),
             kind: "Deployment".to_owned(),
+            kind_api_version: None,
             namespace: "default".to_owned(),
             name: "web".to_owned(),
             object: Some(json!({"metadata": {"name": "web"}})),
