@@ -277,6 +277,17 @@ spec:
             type: object
             properties:
               cronSpec: {type: string}
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cronSpec: {type: string}
 ";
 
 fn configurations(server: &WebhookServer) -> String {
@@ -322,6 +333,14 @@ webhooks:
   rules:
   - {{operations: [CREATE, UPDATE], apiGroups: [\"\", batch, stable.example.com], apiVersions: [\"*\"], resources: [configmaps, jobs, crontabs]}}
   objectSelector: {{matchExpressions: [{{key: case, operator: DoesNotExist}}]}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: equivalent.example.com
+  clientConfig:
+    url: https://127.0.0.1:{port}/equivalent
+    caBundle: {ca}
+  rules:
+  - {{operations: [CREATE], apiGroups: [stable.example.com], apiVersions: [v1], resources: [crontabs]}}
   sideEffects: None
   admissionReviewVersions: [v1]
 - name: replicas.example.com
@@ -452,6 +471,20 @@ fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_be
     );
     assert_eq!(annotations, r#"{"annotated-by":"annotate-webhook"}"#);
     assert_eq!(label(&b, &["configmap", "reinvoked"]), "label-webhook");
+
+    // `matchPolicy: Equivalent`: a rule on v1 matches a create through v2, sent as v1.
+    let v2 = "apiVersion: stable.example.com/v2\nkind: CronTab\nmetadata: {name: tab2}\nspec: {cronSpec: \"* * * * */2\"}\n";
+    let (ok, _, err) = create(&b, dir.path(), "crontab-v2.yaml", v2);
+    assert!(ok, "{err}");
+    let equivalent = server.calls.lock().expect("calls")["/equivalent"]
+        .iter()
+        .find(|r| r["name"] == "tab2")
+        .cloned()
+        .expect("the v1 webhook saw the v2 create");
+    assert_eq!(equivalent["kind"]["version"], "v1");
+    assert_eq!(equivalent["resource"]["version"], "v1");
+    assert_eq!(equivalent["requestKind"]["version"], "v2");
+    assert_eq!(equivalent["object"]["apiVersion"], "stable.example.com/v1");
 
     // The webhook's own denial, exactly: its code, reason and message behind upstream's prefix.
     let denied = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: refused, labels: {deny: \"true\"}}\n";
