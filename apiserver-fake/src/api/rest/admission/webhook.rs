@@ -379,6 +379,68 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn services_resolve_by_flag_external_name_or_endpoint_slices() {
+        use serde_json::json;
+        let store = crate::store::MemoryStore::new();
+        let put = |resource: StorageResource, name: &str, object: Value| {
+            let key = ObjectKey {
+                namespace: Some("webhooks".to_owned()),
+                name: name.to_owned(),
+            };
+            let store = &store;
+            async move { store.create(&resource, &key, object).await.expect("stored") }
+        };
+        let services = StorageResource::new("", "services");
+        put(
+            services.clone(),
+            "external",
+            json!({"metadata": {"name": "external", "namespace": "webhooks"},
+            "spec": {"type": "ExternalName", "externalName": "localhost"}}),
+        )
+        .await;
+        put(services.clone(), "cluster", json!({"metadata": {"name": "cluster", "namespace": "webhooks"},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.9", "ports": [{"name": "https", "port": 443, "targetPort": 9443}]}}))
+        .await;
+        put(StorageResource::new("discovery.k8s.io", "endpointslices"), "cluster-abc", json!({
+            "metadata": {"name": "cluster-abc", "namespace": "webhooks", "labels": {"kubernetes.io/service-name": "cluster"}},
+            "ports": [{"name": "https", "port": 9443}],
+            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": false}}, {"addresses": ["127.0.0.1"]}]}))
+        .await;
+        let reference = |name: &str| ServiceReference {
+            namespace: "webhooks".to_owned(),
+            name: name.to_owned(),
+            path: None,
+            port: None,
+        };
+        let none = ServiceAddresses::default();
+        let resolve = |name: &'static str, port: u16, addresses: ServiceAddresses| {
+            let store = &store;
+            async move { resolve_service(&reference(name), port, store, &addresses).await }
+        };
+        assert_eq!(
+            resolve("external", 8443, none.clone()).await,
+            Ok("localhost:8443".to_owned())
+        );
+        assert_eq!(
+            resolve("cluster", 443, none.clone()).await,
+            Ok("127.0.0.1:9443".to_owned())
+        );
+        assert_eq!(
+            resolve("cluster", 444, none.clone()).await,
+            Err("no service port 444 found for service \"cluster\"".to_owned())
+        );
+        assert_eq!(
+            resolve("missing", 443, none).await,
+            Err("services \"missing\" not found".to_owned())
+        );
+        let flagged = ServiceAddresses::parse(&["webhooks/missing=127.0.0.2:1"]).expect("valid");
+        assert_eq!(
+            resolve("missing", 443, flagged).await,
+            Ok("127.0.0.2:1".to_owned())
+        );
+    }
+
     #[test]
     fn error_answers_read_as_client_go_reports_them() {
         let status = br#"{"kind":"Status","message":"boom"}"#;
