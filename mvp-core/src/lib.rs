@@ -126,5 +126,5 @@ pub use requestheader::{
 pub use resolve::{LocalServedResources, PeerChooser, PeerEndpoints, PeerResolver};
 pub use service::Mvp;
 pub use storage_version::{StorageVersionIndex, StorageVersionResolver};
-pub use transport::PeerTransport;
+pub use transport::{PeerTransport, TransportError};
 pub use user::UserInfo;

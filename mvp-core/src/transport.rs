@@ -172,7 +172,9 @@ pub struct TransportError {
 }
 
 impl TransportError {
-    fn new(error: hyper_util::client::legacy::Error, endpoint: &str) -> Self {
+    /// The failure `error` of a request to `endpoint` (the dialed `host:port`), e.g. of an admission
+    /// webhook call, whose `Display` is Go's wording.
+    pub fn new(error: hyper_util::client::legacy::Error, endpoint: &str) -> Self {
         Self {
             error: Arc::new(error),
             endpoint: endpoint.to_owned(),

@@ -360,6 +360,7 @@ impl AuditLog {
         long_running: bool,
         code: u16,
         status: Option<&crate::api::status::Status>,
+        annotations: Option<&crate::api::rest::admission::AuditAnnotations>,
     ) {
         let stage = if long_running {
             Stage::ResponseStarted
@@ -379,6 +380,9 @@ impl AuditLog {
             _ => json!({"metadata": {}, "code": code}),
         };
         request.event["stage"] = json!(stage.name());
+        if let Some(annotations) = annotations.filter(|a| !a.0.is_empty()) {
+            request.event["annotations"] = json!(annotations.0);
+        }
         request.event["responseStatus"] = response_status;
         request.event["stageTimestamp"] = json!(now());
         self.write(&request.event);

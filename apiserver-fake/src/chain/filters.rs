@@ -186,6 +186,9 @@ pub(super) async fn record_and_classify<S: ServerContext>(
             long_running,
             response.status().as_u16(),
             response.extensions().get::<Status>(),
+            response
+                .extensions()
+                .get::<crate::api::rest::admission::AuditAnnotations>(),
         );
     }
     response

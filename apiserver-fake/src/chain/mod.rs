@@ -95,6 +95,8 @@ pub trait ServerContext: Send + Sync + 'static {
     fn emulated_version(&self) -> KubeVersion;
     /// `--service-cluster-ip-range`.
     fn service_cidr(&self) -> ServiceCidr;
+    /// `--webhook-service-address`.
+    fn webhook_service_addresses(&self) -> Arc<crate::api::rest::admission::ServiceAddresses>;
     /// What discovery documents need to know about this server.
     fn discovery(&self) -> &DiscoveryContext;
     /// `/openapi/v2` and `/openapi/v3`.

@@ -228,6 +228,12 @@ pub struct ServerFlags {
     /// kube-apiserver's logging flags (`-v`, `--vmodule`, `--log-flush-frequency`, `--logging-format`).
     #[command(flatten, next_help_heading = "Logs flags")]
     pub logging: crate::server::logging::LoggingFlags,
+    /// (fake) Reach the admission webhooks behind Service NAMESPACE/NAME at HOST:PORT (repeatable, or
+    /// comma-separated): a Service's cluster IP does not route to a webhook outside a cluster, so
+    /// envtest-style setups name the address here. Without it, a Service's `spec.externalName`, then its
+    /// EndpointSlices' addresses are used. The TLS server name stays `NAME.NAMESPACE.svc`.
+    #[arg(long, value_delimiter = ',', value_name = "NAMESPACE/NAME=HOST:PORT")]
+    pub webhook_service_address: Vec<String>,
 }
 
 /// Values of `--peer-resolution-mode`.
@@ -284,6 +290,8 @@ pub struct ServerOptions {
     pub audit_policy: Option<crate::chain::audit::AuditPolicy>,
     /// The checked logging flags.
     pub logging: crate::server::logging::LoggingOptions,
+    /// The parsed `--webhook-service-address`.
+    pub webhook_service_addresses: std::sync::Arc<crate::api::rest::admission::ServiceAddresses>,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.
@@ -637,8 +645,17 @@ impl ServerFlags {
             Some(path) => Some(crate::chain::audit::AuditPolicy::load(path)?),
             None => None,
         };
+        let webhook_service_addresses = crate::api::rest::admission::ServiceAddresses::parse(
+            &self.webhook_service_address,
+        )
+        .map_err(|reason| ConfigError::InvalidValue {
+            flag: "webhook-service-address",
+            value: self.webhook_service_address.join(","),
+            reason,
+        })?;
         Ok(ServerOptions {
             logging,
+            webhook_service_addresses: std::sync::Arc::new(webhook_service_addresses),
             audit_policy,
             service_cidr,
             peer_resolution_mode,

@@ -251,6 +251,10 @@ impl crate::chain::ServerContext for ServerState {
         self.options.service_cidr
     }
 
+    fn webhook_service_addresses(&self) -> Arc<crate::api::rest::admission::ServiceAddresses> {
+        self.options.webhook_service_addresses.clone()
+    }
+
     fn discovery(&self) -> &DiscoveryContext {
         &self.discovery
     }

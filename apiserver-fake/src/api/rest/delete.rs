@@ -16,6 +16,7 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::admission::{self, Attributes, Operation};
 use super::garbage_collection::{self, Propagation};
 use super::lifecycle::{custom_resource_definitions, namespaces};
 use super::object::{meta_str, set_in};
@@ -156,6 +157,7 @@ async fn delete_one(
     if let Some(pre) = &options.preconditions {
         check_preconditions(req, &current, pre)?;
     }
+    admit_delete(req, key, &current, options).await?;
     if storage == namespaces() {
         return super::namespace_deletion::delete(req, key, current, options.dry_run).await;
     }
@@ -170,6 +172,41 @@ async fn delete_one(
         delete_custom_resources(req, &deleted).await;
     }
     Ok(deleted)
+}
+
+/// Admission of a delete: mutating webhooks are called without an object (upstream's handler admits
+/// the delete before the registry reads it), validating ones with the stored object as `oldObject`.
+async fn admit_delete(
+    req: &RestRequest<'_>,
+    key: &ObjectKey,
+    current: &Value,
+    options: &DeleteOptions,
+) -> Result<(), Status> {
+    let with_options = |mut attributes: Attributes| {
+        attributes.name = key.name.clone();
+        attributes.dry_run = options.dry_run;
+        if options.dry_run {
+            attributes.options["dryRun"] = json!(["All"]);
+        }
+        attributes
+    };
+    let mut attributes = with_options(Attributes::of(
+        req,
+        Operation::Delete,
+        None,
+        None,
+        "DeleteOptions",
+    ));
+    admission::mutate(req, &mut attributes).await?;
+    let attributes = with_options(Attributes::of(
+        req,
+        Operation::Delete,
+        None,
+        Some(current),
+        "DeleteOptions",
+    ));
+    admission::validate(req, &attributes).await?;
+    Ok(())
 }
 
 /// `updateForGracefulDeletionAndFinalizers` for a non-graceful strategy: when the object has finalizers

@@ -19,6 +19,7 @@
 //! versions, it relabels `apiVersion` with the version requested. Per-resource strategy behaviour the
 //! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
+pub mod admission;
 pub mod chunked_list;
 pub mod componentstatus;
 pub mod defaults;
@@ -116,10 +117,15 @@ impl ResourceInfo {
 
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
+        Self::api_version_of(&self.group, &self.version)
+    }
+
+    /// The `apiVersion` of `group` and `version` (`version` alone for the core group).
+    pub fn api_version_of(group: &str, version: &str) -> String {
+        if group.is_empty() {
+            version.to_owned()
         } else {
-            format!("{}/{}", self.group, self.version)
+            format!("{group}/{version}")
         }
     }
 
@@ -176,6 +182,12 @@ pub trait ResourceCatalog: Send + Sync {
 
     /// Every namespaced resource served (any version), for emptying a namespace being deleted.
     fn namespaced_resources(&self) -> Vec<StorageResource>;
+
+    /// The versions `group`/`resource` is served in, for admission's `matchPolicy: Equivalent` (none
+    /// unless the catalog says).
+    fn versions_of(&self, _group: &str, _resource: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl ResourceCatalog for crate::api::catalog::ServedApis {
@@ -219,6 +231,13 @@ impl ResourceCatalog for crate::api::catalog::ServedApis {
         resources.dedup();
         resources
     }
+
+    fn versions_of(&self, group: &str, resource: &str) -> Vec<String> {
+        self.gvrs()
+            .filter(|(g, _, r)| *g == group && r.name == resource)
+            .map(|(_, version, _)| version.to_owned())
+            .collect()
+    }
 }
 
 /// Everything the handlers share: the store, what the server serves and the version of its binary.
@@ -238,6 +257,8 @@ pub struct RestContext {
     /// The keys that sign ServiceAccount tokens (`serviceaccounts/token`); `None`: TokenRequest is
     /// answered with a 500.
     pub service_account_tokens: Option<Arc<crate::api::serviceaccount::ServiceAccountTokens>>,
+    /// `--webhook-service-address`: where admission webhooks behind Services are reached.
+    pub webhook_service_addresses: Arc<admission::ServiceAddresses>,
 }
 
 impl std::fmt::Debug for RestContext {
@@ -265,7 +286,14 @@ impl RestContext {
             bookmark_interval: Duration::from_secs(60),
             service_cidr: defaults::service_ip::ServiceCidr::default(),
             service_account_tokens: None,
+            webhook_service_addresses: Arc::default(),
         }
+    }
+
+    /// Sets the addresses of admission webhooks' Services (`--webhook-service-address`).
+    pub fn with_webhook_service_addresses(mut self, addresses: Arc<admission::ServiceAddresses>) -> Self {
+        self.webhook_service_addresses = addresses;
+        self
     }
 
     /// Sets the keys TokenRequests are signed with.
@@ -358,6 +386,10 @@ pub struct RestRequest<'a> {
     pub headers: HeaderMap,
     /// The negotiated response format.
     pub format: OutputFormat,
+    /// The authenticated user (admission webhooks are told who asks).
+    pub user: mvp_core::UserInfo,
+    /// What admission webhooks asked to add to the request's audit event.
+    pub audit_annotations: std::sync::Mutex<admission::AuditAnnotations>,
 }
 
 impl RestRequest<'_> {
@@ -481,6 +513,12 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         query: Query::parse(parts.uri.query()),
         headers: parts.headers,
         format,
+        user: parts
+            .extensions
+            .get::<mvp_core::UserInfo>()
+            .cloned()
+            .unwrap_or_default(),
+        audit_annotations: Default::default(),
     };
     let result = match info.verb.as_str() {
         _ if scale::serves(&request) => scale::handle(&request, body).await,
@@ -504,7 +542,16 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         "deletecollection" => delete::delete_collection(&request, body).await,
         _ => Err(Status::route_method_not_allowed()),
     };
-    let response = result.unwrap_or_else(|status| request.format.error(status));
+    let mut response = result.unwrap_or_else(|status| request.format.error(status));
+    let annotations = std::mem::take(
+        &mut *request
+            .audit_annotations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    if !annotations.0.is_empty() {
+        response.extensions_mut().insert(annotations);
+    }
     match deprecation_warning {
         Some(warning) => write::with_warnings(response, &[warning]),
         None => response,

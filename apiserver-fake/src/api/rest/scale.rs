@@ -9,6 +9,7 @@
 //! JSON paths, as the apiextensions server's `scaleFromCustomResource`: `specReplicasPath` and
 //! `statusReplicasPath` (0 when absent) and the optional `labelSelectorPath` (a string).
 
+use super::admission::{self, Attributes, Operation};
 use axum::body::Body;
 use axum::response::Response;
 use http::StatusCode;
@@ -241,6 +242,12 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         let findings = field_validation::decode(definitions, SCALE_DEFINITION, &mut wanted)
             .map_err(|e| Status::bad_request(format!("{prefix}{e}")))?;
         let warnings = findings.enforce(directive, if source_prefix { &prefix } else { "" })?;
+        // Mutating admission sees the Scale (`autoscaling/v1`) of the parent's resource.
+        let mut attributes = Attributes::of(req, Operation::Update, Some(&wanted), Some(&scale), options);
+        attributes.kind = "Scale".to_owned();
+        attributes.kind_api_version = Some("autoscaling/v1".to_owned());
+        let mut admission_warnings = admission::mutate(req, &mut attributes).await?.warnings;
+        let wanted = attributes.object.take().unwrap_or(wanted);
         let replicas = wanted
             .pointer("/spec/replicas")
             .and_then(Value::as_i64)
@@ -283,6 +290,17 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         mapping.set_replicas(&mut next, replicas);
         generation::prepare_for_update(req.generation_bump(), &current, &mut next);
         super::write::record_update(req, Some(&current), &mut next);
+        let mut attributes = Attributes::of(
+            req,
+            Operation::Update,
+            Some(&mapping.scale_of(&next)),
+            Some(&scale),
+            options,
+        );
+        attributes.kind = "Scale".to_owned();
+        attributes.kind_api_version = Some("autoscaling/v1".to_owned());
+        admission_warnings.extend(admission::validate(req, &attributes).await?.warnings);
+        let warnings: Vec<String> = warnings.into_iter().chain(admission_warnings).collect();
         if req.query.dry_run().unwrap_or(false) {
             return Ok(super::write::with_warnings(
                 req.respond(StatusCode::OK, &mapping.scale_of(&next)),

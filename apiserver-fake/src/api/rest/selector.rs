@@ -160,6 +160,51 @@ impl LabelSelector {
             .map_err(|e| Status::bad_request(format!("unable to parse requirement: {e}")))
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`) as
+    /// `metav1.LabelSelectorAsSelector` converts it; `{}` selects everything. Errors are upstream's texts.
+    pub fn from_label_selector(selector: &Value) -> Result<Self, String> {
+        let mut requirements = Vec::new();
+        if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+            for (key, value) in labels {
+                let value = value
+                    .as_str()
+                    .ok_or_else(|| format!("invalid label value for {key:?}"))?;
+                requirements.push(LabelRequirement::In(key.clone(), vec![value.to_owned()]));
+            }
+        }
+        for expression in selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = expression
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let values: Vec<String> = expression
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect();
+            let operator = expression
+                .get("operator")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            requirements.push(match operator {
+                "In" => LabelRequirement::In(key, values),
+                "NotIn" => LabelRequirement::NotIn(key, values),
+                "Exists" => LabelRequirement::Exists(key),
+                "DoesNotExist" => LabelRequirement::DoesNotExist(key),
+                other => return Err(format!("{other:?} is not a valid label selector operator")),
+            });
+        }
+        Ok(Self { requirements })
+    }
+
     /// Whether the selector is empty (matches everything).
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()

@@ -12,6 +12,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
+use super::admission::{self, Attributes, Operation};
 use super::defaults::{self, service_ip};
 use super::field_validation::{self, FieldValidation};
 use super::generation;
@@ -384,15 +385,14 @@ pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
         "CreateOptions",
     )?;
     let (created, code, admission_warnings) = create_object(req, object, Ownership::Update).await?;
-    let warnings = [warnings, admission_warnings].concat();
     Ok(with_warnings(
-        req.respond(code, &render_object(req, created)),
-        &warnings,
+        with_warnings(req.respond(code, &render_object(req, created)), &warnings),
+        &admission_warnings,
     ))
 }
 
 /// Creates `object` (already decoded) as POST does; shared with server-side apply of a missing object.
-/// The created object, the status code, and the warnings of admission.
+/// The created object, the status code, and the warnings of admission (policies and webhooks).
 async fn create_object(
     req: &RestRequest<'_>,
     mut object: Value,
@@ -441,11 +441,28 @@ async fn create_object(
         Ownership::Update => record_update(req, None, &mut object),
         Ownership::Apply(applied) => record_apply(req, None, applied, &mut object)?,
     }
+    // Mutating admission sees the decoded, defaulted object with its managed fields (what webhooks set
+    // is owned by nobody, as upstream); what they change is defaulted again, as upstream decodes their
+    // patched object.
+    let options_kind = match ownership {
+        Ownership::Update => "CreateOptions",
+        Ownership::Apply(_) => "PatchOptions",
+    };
+    let mut attributes = Attributes::of(req, Operation::Create, Some(&object), None, options_kind);
+    let mut admission_warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    if let Some(mutated) = attributes.object.take()
+        && mutated != object
+    {
+        object = mutated;
+        reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
+        defaults::set_defaults(&req.resource, version, &mut object);
+        defaults::check_defaulted(&req.resource, &object)?;
+    }
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
     validate_schema(req, &object)?;
     validate_rules(req, None, &object)?;
-    let admission_warnings = super::validating_admission_policy::admit(req, &object, None).await?;
+    admission_warnings.extend(super::validating_admission_policy::admit(req, &object, None).await?);
     generation::prepare_for_create(req.generation_bump(), &mut object);
     // A Service's allocation and its write are one step for other creates (see `service_ip`).
     let _allocation = if is_service(req) {
@@ -485,6 +502,8 @@ async fn create_object(
         }
         defaults::prepare_for_create(&req.resource, &mut candidate);
         defaults::set_defaults(&req.resource, version, &mut candidate);
+        let attributes = Attributes::of(req, Operation::Create, Some(&candidate), None, options_kind);
+        admission_warnings.extend(admission::validate(req, &attributes).await?.warnings);
         let result = if dry_run {
             dry_run_create(req, &key, candidate).await
         } else {
@@ -699,19 +718,49 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     }
     let current = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     let mut next = merge_for_write(req, &current, object)?;
+    // As upstream's update transformers: the field manager, then mutating admission.
+    record_update(req, Some(&current), &mut next);
+    let (mut next, mut admission_warnings) = admit_update(req, &current, next, "UpdateOptions").await?;
     check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next)?;
     warnings.extend(validate_rules(req, Some(&current), &next)?);
-    warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
-    record_update(req, Some(&current), &mut next);
+    admission_warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
+    let attributes = Attributes::of(
+        req,
+        Operation::Update,
+        Some(&next),
+        Some(&current),
+        "UpdateOptions",
+    );
+    admission_warnings.extend(admission::validate(req, &attributes).await?.warnings);
     let _allocation = allocate_for_update(req, &mut next).await?;
     let written = write(req, next, None).await?;
     let written = finish_deletion(req, written).await?;
     Ok(with_warnings(
-        req.respond(StatusCode::OK, &render_object(req, written)),
-        &warnings,
+        with_warnings(
+            req.respond(StatusCode::OK, &render_object(req, written)),
+            &warnings,
+        ),
+        &admission_warnings,
     ))
+}
+
+/// Mutating admission of an update from `current` to `next` (merged for the write): what webhooks
+/// change is merged and defaulted again (so a main-resource write still cannot change `status`).
+/// Returns the object to validate and the webhooks' warnings.
+async fn admit_update(
+    req: &RestRequest<'_>,
+    current: &Value,
+    next: Value,
+    options_kind: &str,
+) -> Result<(Value, Vec<String>), Status> {
+    let mut attributes = Attributes::of(req, Operation::Update, Some(&next), Some(current), options_kind);
+    let warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    match attributes.object.take() {
+        Some(mutated) if mutated != next => Ok((merge_for_write(req, current, mutated)?, warnings)),
+        _ => Ok((next, warnings)),
+    }
 }
 
 /// PATCH on an object (or its status).
@@ -747,11 +796,11 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
                 check_type_meta(&applied_object, &req.resource.api_version(), &req.resource.kind)?;
                 check_update_name(&mut applied_object, &req.info.name, req.namespace.as_deref())?;
                 let configuration = applied.as_ref().unwrap_or(&Value::Null);
-                let (created, code, warnings) =
+                let (created, code, admission_warnings) =
                     create_object(req, applied_object, Ownership::Apply(configuration)).await?;
                 return Ok(with_warnings(
                     req.respond(code, &render_object(req, created)),
-                    &warnings,
+                    &admission_warnings,
                 ));
             }
             Err(e) => return Err(e.into()),
@@ -791,9 +840,21 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             }
             None => record_update(req, Some(&current), &mut next),
         }
+        let (next, admission_warnings) = admit_update(req, &current, next, "PatchOptions").await?;
+        let (mut next, mut warnings) = (next, warnings);
+        warnings.extend(admission_warnings);
+        check_main_resource(req, &next)?;
         validate_schema(req, &next)?;
         warnings.extend(validate_rules(req, Some(&current), &next)?);
         warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
+        let attributes = Attributes::of(
+            req,
+            Operation::Update,
+            Some(&next),
+            Some(&current),
+            "PatchOptions",
+        );
+        warnings.extend(admission::validate(req, &attributes).await?.warnings);
         let _allocation = allocate_for_update(req, &mut next).await?;
         match write(req, next, current_rv).await {
             Ok(written) => {

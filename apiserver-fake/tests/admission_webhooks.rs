@@ -1,0 +1,680 @@
+//! Admission webhooks as an operator meets them, driven from outside: the built binary's `cluster`
+//! (servers `a`, which lacks `batch/v1`, and `b`, both with `--webhook-service-address`), a small
+//! HTTPS webhook server in this test (its certificate from the `certs` crate, its CA as `caBundle`),
+//! and kubectl: a mutating webhook behind a Service labels ConfigMaps, Deployments, Jobs and a custom
+//! resource; a validating webhook at a URL denies what is labelled `deny=true` with its own message and
+//! warns about the rest; failure policies with a webhook that is down, slow, answers garbage or sends a
+//! patch that does not apply. A Job created through `a` is proxied to `b` and admitted there, once.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+use support::demo::Demo;
+use support::{kubectl, kubectl_available};
+
+/// The requests each path of the webhook server received (path → AdmissionReview requests).
+type Calls = Arc<Mutex<BTreeMap<String, Vec<Value>>>>;
+
+/// An HTTPS webhook server on 127.0.0.1 answering by path (see [`answer`]).
+struct WebhookServer {
+    port: u16,
+    ca_bundle: String,
+    calls: Calls,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl WebhookServer {
+    fn start() -> Self {
+        let ca = certs::CertificateAuthority::new_self_signed("webhook-ca").expect("CA");
+        let serving = ca
+            .issue_serving_cert(
+                "admission",
+                &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
+                &["admission.webhooks.svc".to_owned()],
+            )
+            .expect("serving cert");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocols")
+            .with_no_client_auth()
+            .with_single_cert(vec![serving.cert_der()], serving.key_der())
+            .expect("server config");
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let calls = Calls::default();
+        let recorded = calls.clone();
+        runtime.spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (acceptor, calls) = (acceptor.clone(), recorded.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |req| serve(req, calls.clone()));
+                    let _ =
+                        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await;
+                });
+            }
+        });
+        Self {
+            port,
+            ca_bundle: data_encoding::BASE64.encode(ca.cert().cert_pem().as_bytes()),
+            calls,
+            _runtime: runtime,
+        }
+    }
+
+    /// How often `path` was called for the object named `name`.
+    fn calls_for(&self, path: &str, name: &str) -> usize {
+        self.calls
+            .lock()
+            .expect("calls")
+            .get(path)
+            .map(|calls| calls.iter().filter(|r| r["name"] == name).count())
+            .unwrap_or_default()
+    }
+
+    /// How often `path` was called for objects of `resource`.
+    fn calls(&self, path: &str, resource: &str) -> usize {
+        self.calls
+            .lock()
+            .expect("calls")
+            .get(path)
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|r| r["resource"]["resource"] == resource)
+                    .count()
+            })
+            .unwrap_or_default()
+    }
+}
+
+async fn serve(
+    req: Request<Incoming>,
+    calls: Calls,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let path = req.uri().path().to_owned();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let request = review["request"].clone();
+    calls
+        .lock()
+        .expect("calls")
+        .entry(path.clone())
+        .or_default()
+        .push(request.clone());
+    let reply = answer(&path, &request).await;
+    Ok(Response::builder()
+        .header("content-type", "application/json")
+        .body(Full::new(reply))
+        .expect("response"))
+}
+
+/// The webhook's behaviour by path.
+async fn answer(path: &str, request: &Value) -> Bytes {
+    let uid = request["uid"].clone();
+    let review = |response: Value| {
+        Bytes::from(
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+                .to_string(),
+        )
+    };
+    let patch = |ops: Value| data_encoding::BASE64.encode(ops.to_string().as_bytes());
+    match path {
+        "/label" => {
+            let ops = if request["object"]["metadata"]["labels"].is_object() {
+                json!([{"op": "add", "path": "/metadata/labels/admitted-by", "value": "label-webhook"}])
+            } else {
+                json!([{"op": "add", "path": "/metadata/labels", "value": {"admitted-by": "label-webhook"}}])
+            };
+            review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch(ops)}))
+        }
+        "/deny" => {
+            if request["object"]["metadata"]["labels"]["deny"] == "true" {
+                review(json!({"uid": uid, "allowed": false,
+                    "status": {"code": 403, "reason": "Forbidden", "message": "objects labelled deny=true are refused"}}))
+            } else {
+                review(
+                    json!({"uid": uid, "allowed": true, "warnings": ["checked by the deny webhook"],
+                    "auditAnnotations": {"checked": "true"}}),
+                )
+            }
+        }
+        "/max-replicas" => {
+            if request["object"]["spec"]["replicas"].as_i64().unwrap_or_default() > 5 {
+                review(
+                    json!({"uid": uid, "allowed": false, "status": {"code": 422, "message": "at most 5 replicas"}}),
+                )
+            } else {
+                review(json!({"uid": uid, "allowed": true}))
+            }
+        }
+        "/annotate" => {
+            let ops = json!([{"op": "add", "path": "/metadata/annotations", "value": {"annotated-by": "annotate-webhook"}}]);
+            review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch(ops)}))
+        }
+        "/slow" => {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            review(json!({"uid": uid, "allowed": true}))
+        }
+        "/garbage" => Bytes::from_static(b"garbage"),
+        "/bad-patch" => review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
+            "patch": patch(json!([{"op": "remove", "path": "/spec/nothing"}]))})),
+        _ => review(json!({"uid": uid, "allowed": true})),
+    }
+}
+
+/// A cluster of the default layout whose servers reach Service `webhooks/admission` at `port`, each
+/// writing an audit log of every request at `Metadata` level to `DIR/audit-<name>.log`.
+fn start_cluster(dir: &Path, port: u16) -> Demo {
+    let config = dir.join("cluster.yaml");
+    let policy = dir.join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n")
+        .expect("audit policy");
+    let flags = |name: &str| {
+        format!(
+            "webhook-service-address: \"webhooks/admission=127.0.0.1:{port}\", audit-policy-file: {}, audit-log-path: {}",
+            policy.display(),
+            dir.join(format!("audit-{name}.log")).display()
+        )
+    };
+    let (flags_a, flags_b) = (flags("a"), flags("b"));
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n\
+             - {{name: a, version: \"1.36\", runtime-config: \"batch/v1=false\", flags: {{{flags_a}}}}}\n\
+             - {{name: b, version: \"1.36\", flags: {{{flags_b}}}}}\n\
+             store: memory\nrun: in-process\nlb: none\ncontrollers: false\n"
+        ),
+    )
+    .expect("cluster.yaml");
+    let config = config.display().to_string();
+    let mut demo = Demo::start(dir, &["--config", &config]);
+    demo.wait_for_manifest(dir);
+    demo
+}
+
+fn apply(kubeconfig: &Path, dir: &Path, name: &str, manifest: &str) {
+    let file = dir.join(name);
+    std::fs::write(&file, manifest).expect("manifest");
+    let (ok, out, err) = kubectl(kubeconfig, &["apply", "-f", &file.display().to_string()]);
+    assert!(ok, "{out}{err}");
+}
+
+/// Runs kubectl until it succeeds (polling every 100 ms, for at most 30 s): a CRD is served shortly
+/// after it is created.
+fn kubectl_eventually(kubeconfig: &Path, args: &[&str]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out, err) = kubectl(kubeconfig, args);
+        if ok {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "kubectl {args:?}: {err}");
+        std::thread::sleep(Duration::from_millis(100)); // the poll interval
+    }
+}
+
+/// `kubectl create -f` of `manifest` written to `dir/name`; the directory reads `[dir]` in stderr.
+fn create(kubeconfig: &Path, dir: &Path, name: &str, manifest: &str) -> (bool, String, String) {
+    let file = dir.join(name);
+    std::fs::write(&file, manifest).expect("manifest");
+    let (ok, out, err) = kubectl(kubeconfig, &["create", "-f", &file.display().to_string()]);
+    (ok, out, err.replace(&dir.display().to_string(), "[dir]"))
+}
+
+fn label(kubeconfig: &Path, args: &[&str]) -> String {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "jsonpath={.metadata.labels.admitted-by}"]);
+    kubectl(kubeconfig, &all).1
+}
+
+const CRONTAB_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: crontabs.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cronSpec: {type: string}
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cronSpec: {type: string}
+";
+
+fn configurations(server: &WebhookServer) -> String {
+    let (port, ca) = (server.port, &server.ca_bundle);
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: label}}
+webhooks:
+- name: label.example.com
+  clientConfig:
+    service: {{namespace: webhooks, name: admission, path: /label}}
+    caBundle: {ca}
+  rules:
+  - {{operations: [CREATE], apiGroups: [\"\", apps, batch, stable.example.com], apiVersions: [\"*\"], resources: [configmaps, deployments, jobs, crontabs]}}
+  objectSelector: {{matchExpressions: [{{key: case, operator: DoesNotExist}}]}}
+  reinvocationPolicy: IfNeeded
+  sideEffects: None
+  admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: zz-annotate}}
+webhooks:
+- name: annotate.example.com
+  clientConfig:
+    service: {{namespace: webhooks, name: admission, path: /annotate}}
+    caBundle: {ca}
+  rules:
+  - {{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}}
+  objectSelector: {{matchLabels: {{reinvoke: \"yes\"}}}}
+  sideEffects: NoneOnDryRun
+  admissionReviewVersions: [v1beta1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: deny}}
+webhooks:
+- name: deny.example.com
+  clientConfig:
+    url: https://127.0.0.1:{port}/deny
+    caBundle: {ca}
+  rules:
+  - {{operations: [CREATE, UPDATE], apiGroups: [\"\", batch, stable.example.com], apiVersions: [\"*\"], resources: [configmaps, jobs, crontabs]}}
+  objectSelector: {{matchExpressions: [{{key: case, operator: DoesNotExist}}]}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: equivalent.example.com
+  clientConfig:
+    url: https://127.0.0.1:{port}/equivalent
+    caBundle: {ca}
+  rules:
+  - {{operations: [CREATE], apiGroups: [stable.example.com], apiVersions: [v1], resources: [crontabs]}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: replicas.example.com
+  clientConfig:
+    url: https://127.0.0.1:{port}/max-replicas
+    caBundle: {ca}
+  rules:
+  - {{operations: [UPDATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments/scale]}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"
+    )
+}
+
+fn kubeconfigs(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("a.kubeconfig"), dir.join("b.kubeconfig"))
+}
+
+#[test]
+fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_behind_the_proxy() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = WebhookServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _demo = start_cluster(dir.path(), server.port);
+    let (a, b) = kubeconfigs(dir.path());
+    apply(&b, dir.path(), "crd.yaml", CRONTAB_CRD);
+    apply(&b, dir.path(), "webhooks.yaml", &configurations(&server));
+
+    // The mutating webhook (a Service reference) labels what is created; the validating one warns.
+    let (ok, _, err) = kubectl(&b, &["create", "configmap", "plain", "--from-literal=k=v"]);
+    assert!(ok, "{err}");
+    assert_eq!(err, "Warning: checked by the deny webhook\n");
+    assert_eq!(label(&b, &["configmap", "plain"]), "label-webhook");
+    // The webhook's audit annotations are in the request's audit event, under its name.
+    let log = std::fs::read_to_string(dir.path().join("audit-b.log")).expect("b's audit log");
+    let event = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps")
+        .expect("the create's audit event");
+    assert_eq!(event["annotations"], json!({"deny.example.com/checked": "true"}));
+    let (ok, _, err) = kubectl(&b, &["create", "deployment", "web", "--image=nginx"]);
+    assert!(ok, "{err}");
+    assert_eq!(label(&b, &["deployment", "web"]), "label-webhook");
+    let crontab = "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: tab}\nspec: {cronSpec: \"* * * * */5\"}\n";
+    let file = dir.path().join("crontab.yaml");
+    std::fs::write(&file, crontab).expect("crontab");
+    kubectl_eventually(&b, &["create", "-f", &file.display().to_string()]);
+    assert_eq!(label(&b, &["crontab", "tab"]), "label-webhook");
+
+    // The scale subresource is admitted with its `autoscaling/v1` Scale.
+    let (ok, out, err) = kubectl(&b, &["scale", "deployment", "web", "--replicas=3"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "deployment.apps/web scaled\n");
+    let (ok, _, err) = kubectl(&b, &["scale", "deployment", "web", "--replicas=9"]);
+    assert!(!ok);
+    insta::assert_snapshot!("denied_scale", err);
+    let replicas = kubectl(
+        &b,
+        &["get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"],
+    )
+    .1;
+    assert_eq!(replicas, "3");
+    let scale = server.calls.lock().expect("calls")["/max-replicas"][0].clone();
+    assert_eq!(
+        scale["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(
+        scale["resource"],
+        json!({"group": "apps", "version": "v1", "resource": "deployments"})
+    );
+    assert_eq!(scale["subResource"], "scale");
+    assert_eq!(scale["object"]["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["oldObject"]["spec"]["replicas"], 1);
+
+    // A server-side dry run calls webhooks whose side effects allow it, and tells them.
+    let (ok, out, err) = kubectl(
+        &b,
+        &[
+            "create",
+            "configmap",
+            "dry",
+            "--dry-run=server",
+            "-o",
+            "jsonpath={.metadata.labels.admitted-by}",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "label-webhook", "the dry run's answer shows the mutation");
+    let dry = server.calls.lock().expect("calls")["/deny"]
+        .iter()
+        .find(|r| r["name"] == "dry")
+        .cloned()
+        .expect("the validating webhook saw the dry run");
+    assert_eq!(dry["dryRun"], true);
+    assert_eq!(dry["options"]["dryRun"], json!(["All"]));
+    assert!(
+        !kubectl(&b, &["get", "configmap", "dry"]).0,
+        "nothing was written"
+    );
+
+    // A later webhook's change reinvokes an earlier `IfNeeded` one, once; the later one speaks v1beta1.
+    let (ok, _, err) = kubectl(&b, &["create", "configmap", "twice"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        server.calls_for("/label", "twice"),
+        1,
+        "no change after it, no reinvocation"
+    );
+    let reinvoked =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: reinvoked, labels: {reinvoke: \"yes\"}}\n";
+    let (ok, _, err) = create(&b, dir.path(), "reinvoked.yaml", reinvoked);
+    assert!(ok, "{err}");
+    assert_eq!(server.calls_for("/label", "reinvoked"), 2);
+    assert_eq!(server.calls_for("/annotate", "reinvoked"), 1);
+    let (_, annotations, _) = kubectl(
+        &b,
+        &[
+            "get",
+            "configmap",
+            "reinvoked",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ],
+    );
+    assert_eq!(annotations, r#"{"annotated-by":"annotate-webhook"}"#);
+    assert_eq!(label(&b, &["configmap", "reinvoked"]), "label-webhook");
+
+    // `matchPolicy: Equivalent`: a rule on v1 matches a create through v2, sent as v1.
+    let v2 = "apiVersion: stable.example.com/v2\nkind: CronTab\nmetadata: {name: tab2}\nspec: {cronSpec: \"* * * * */2\"}\n";
+    let (ok, _, err) = create(&b, dir.path(), "crontab-v2.yaml", v2);
+    assert!(ok, "{err}");
+    let equivalent = server.calls.lock().expect("calls")["/equivalent"]
+        .iter()
+        .find(|r| r["name"] == "tab2")
+        .cloned()
+        .expect("the v1 webhook saw the v2 create");
+    assert_eq!(equivalent["kind"]["version"], "v1");
+    assert_eq!(equivalent["resource"]["version"], "v1");
+    assert_eq!(equivalent["requestKind"]["version"], "v2");
+    assert_eq!(equivalent["object"]["apiVersion"], "stable.example.com/v1");
+
+    // The webhook's own denial, exactly: its code, reason and message behind upstream's prefix.
+    let denied = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: refused, labels: {deny: \"true\"}}\n";
+    let (ok, _, err) = create(&b, dir.path(), "refused.yaml", denied);
+    assert!(!ok);
+    insta::assert_snapshot!("denied_configmap", err);
+    let denied_tab = "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: refused, labels: {deny: \"true\"}}\n";
+    let (ok, _, err) = create(&b, dir.path(), "refused-tab.yaml", denied_tab);
+    assert!(!ok);
+    insta::assert_snapshot!("denied_crontab", err);
+    let (ok, _, err) = kubectl(&b, &["label", "configmap", "plain", "deny=true"]);
+    assert!(!ok, "updates are validated too");
+    insta::assert_snapshot!("denied_update", err);
+    let (_, out, _) = kubectl(
+        &b,
+        &[
+            "get",
+            "configmap",
+            "plain",
+            "-o",
+            "jsonpath={.metadata.labels.deny}",
+        ],
+    );
+    assert_eq!(out, "", "the denied update wrote nothing");
+
+    // A Job through `a` (no batch/v1) is proxied to `b`, which admits it: each webhook is called once.
+    let (ok, _, err) = kubectl(&a, &["create", "job", "pi", "--image=perl"]);
+    assert!(ok, "{err}");
+    assert_eq!(label(&a, &["job", "pi"]), "label-webhook");
+    assert_eq!(server.calls("/label", "jobs"), 1);
+    assert_eq!(server.calls("/deny", "jobs"), 1);
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: refused, labels: {deny: \"true\"}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: perl}]\n";
+    let (ok, _, through_a) = create(&a, dir.path(), "refused-job.yaml", job);
+    assert!(!ok);
+    let (ok, _, through_b) = create(&b, dir.path(), "refused-job.yaml", job);
+    assert!(!ok);
+    assert_eq!(
+        through_a, through_b,
+        "the proxy passes the peer's denial through unchanged"
+    );
+    insta::assert_snapshot!("denied_job", through_a);
+
+    // What the webhook was told about the first ConfigMap (uids, times and the user agent vary).
+    let first = server.calls.lock().expect("calls")["/deny"][0].clone();
+    insta::assert_json_snapshot!("configmap_review_request", first, {
+        ".uid" => "[uid]",
+        ".object.metadata.uid" => "[uid]",
+        ".object.metadata.creationTimestamp" => "[timestamp]",
+        ".object.metadata.managedFields[].time" => "[timestamp]",
+    });
+}
+
+#[test]
+fn failure_policies_decide_what_a_down_slow_or_broken_webhook_means() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = WebhookServer::start();
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _demo = start_cluster(dir.path(), server.port);
+    let (_, b) = kubeconfigs(dir.path());
+    let (port, ca) = (server.port, &server.ca_bundle);
+    let hook = |name: &str, kind: &str, url: String, policy: &str, timeout: u32| {
+        format!(
+            "- name: {name}.example.com
+  clientConfig: {{url: \"{url}\", caBundle: {ca}}}
+  rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}}]
+  objectSelector: {{matchLabels: {{case: {name}}}}}
+  failurePolicy: {policy}
+  timeoutSeconds: {timeout}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+{}",
+            if kind == "mutating" {
+                "  reinvocationPolicy: Never\n"
+            } else {
+                ""
+            }
+        )
+    };
+    let validating = [
+        hook(
+            "down",
+            "validating",
+            format!("https://127.0.0.1:{closed}/"),
+            "Fail",
+            10,
+        ),
+        hook(
+            "down-ignored",
+            "validating",
+            format!("https://127.0.0.1:{closed}/"),
+            "Ignore",
+            10,
+        ),
+        hook(
+            "slow",
+            "validating",
+            format!("https://127.0.0.1:{port}/slow"),
+            "Fail",
+            1,
+        ),
+        hook(
+            "slow-ignored",
+            "validating",
+            format!("https://127.0.0.1:{port}/slow"),
+            "Ignore",
+            1,
+        ),
+        hook(
+            "garbage",
+            "validating",
+            format!("https://127.0.0.1:{port}/garbage"),
+            "Fail",
+            10,
+        ),
+        hook(
+            "untrusted",
+            "validating",
+            format!("https://localhost:{port}/"),
+            "Fail",
+            10,
+        ),
+    ]
+    .concat();
+    let mutating = [
+        hook(
+            "bad-patch",
+            "mutating",
+            format!("https://127.0.0.1:{port}/bad-patch"),
+            "Ignore",
+            10,
+        ),
+        hook(
+            "garbage-ignored",
+            "mutating",
+            format!("https://127.0.0.1:{port}/garbage"),
+            "Ignore",
+            10,
+        ),
+    ]
+    .concat();
+    let manifest = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: cases}}\nwebhooks:\n{validating}---\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {{name: cases}}\nwebhooks:\n{mutating}"
+    );
+    apply(&b, dir.path(), "webhooks.yaml", &manifest);
+
+    let created = |case: &str| {
+        let file = dir.path().join(format!("{case}.yaml"));
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {case}, labels: {{case: {case}}}}}\n"
+            ),
+        )
+        .expect("manifest");
+        let started = Instant::now();
+        let (ok, _, err) = kubectl(&b, &["create", "-f", &file.display().to_string()]);
+        let err = err
+            .replace(&dir.path().display().to_string(), "[dir]")
+            .replace(&port.to_string(), "[port]")
+            .replace(&closed.to_string(), "[closed]");
+        (ok, err, started.elapsed())
+    };
+    for case in ["down-ignored", "slow-ignored", "bad-patch", "garbage-ignored"] {
+        let (ok, err, _) = created(case);
+        if case == "bad-patch" {
+            // A patch that does not apply fails the request whatever the failure policy (upstream).
+            assert!(!ok, "{case}");
+            insta::assert_snapshot!("bad_patch", err);
+        } else {
+            assert!(ok, "{case}: {err}");
+        }
+    }
+    let (ok, err, elapsed) = created("slow");
+    assert!(!ok);
+    // The webhook answers after 10 s: well before that, the 1 s timeout has failed the request.
+    assert!(
+        elapsed < Duration::from_secs(8),
+        "timeoutSeconds: 1 bounds the call: {elapsed:?}"
+    );
+    insta::assert_snapshot!("slow", err);
+    for case in ["down", "garbage", "untrusted"] {
+        let (ok, err, _) = created(case);
+        assert!(!ok, "{case}");
+        insta::assert_snapshot!(case, err);
+    }
+}
