@@ -812,7 +812,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
             return Err(Status::bad_request("the patch result is not a JSON object"));
         }
         check_type_meta(&patched, &req.resource.api_version(), &req.resource.kind)?;
-        let mut warnings = if patch_type == PatchType::Apply {
+        let warnings = if patch_type == PatchType::Apply {
             Vec::new()
         } else {
             validate_fields(req, &mut patched, BodySource::Patched, "PatchOptions")?
