@@ -41,6 +41,7 @@ pub mod selector;
 pub mod structural;
 pub mod subresource;
 pub mod table;
+pub mod validation;
 pub mod watch;
 pub mod write;
 
