@@ -25,6 +25,10 @@ const INVALID: &[(&str, &str)] = &[
         "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  restartPolicy: Sometimes\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - name: Web\n    image: ''\n    ports: [{containerPort: 70000, name: http}, {containerPort: 81, name: http}]\n    volumeMounts: [{name: cache, mountPath: /cache}]\n    resources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}\n    livenessProbe: {periodSeconds: 5}\n  - name: web\n    image: nginx\n  - name: web\n    image: nginx\n",
     ),
     (
+        "pod quantity that does not parse (a decoding error, 400)",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: mem}\nspec:\n  containers:\n  - name: c\n    image: nginx\n    resources: {limits: {memory: 2GB}}\n",
+    ),
+    (
         "deployment selector not matching template labels",
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: api}}\n    spec:\n      containers: [{name: c, image: nginx}]\n",
     ),
@@ -132,6 +136,7 @@ fn invalid_objects_of_every_covered_kind_are_refused_with_upstreams_messages() {
         let file = dir.path().join(format!("invalid-{n}.yaml"));
         std::fs::write(&file, yaml).expect("write the manifest");
         let stderr = refused(&kubeconfig, &["create", "-f", &file.to_string_lossy()]);
+        let stderr = stderr.replace(&*dir.path().to_string_lossy(), "[dir]");
         transcript.push_str(&format!("# {what}\n{stderr}\n"));
     }
 
