@@ -158,8 +158,8 @@ async fn a_job_without_a_restart_policy_is_defaulted_to_always_and_rejected() {
     assert_eq!(
         reply.json()["message"],
         json!(
-            "Job.batch \"always\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": \
-             supported values: \"OnFailure\", \"Never\""
+            "Job.batch \"always\" is invalid: spec.template.spec.restartPolicy: Required value: valid values: \
+             \"OnFailure\", \"Never\""
         )
     );
 }

@@ -30,14 +30,15 @@ fn readme_kubectl_workflow_against_the_demo() {
     let original = std::fs::read_to_string(&example).expect("docs/examples/job.yaml");
     let job = example.to_string_lossy().into_owned();
     let edited = dir.path().join("job.yaml");
-    std::fs::write(&edited, original.replace("perl:5.34", "perl:5.36")).expect("write the edited manifest");
+    std::fs::write(&edited, original.replace("backoffLimit: 4", "backoffLimit: 5"))
+        .expect("write the edited manifest");
     let edited = edited.to_string_lossy().into_owned();
 
     assert_eq!(kubectl(&a, &["apply", "-f", &job]).1, "job.batch/pi created\n");
     assert_eq!(kubectl(&a, &["apply", "-f", &job]).1, "job.batch/pi unchanged\n");
     let (same, diff, _) = kubectl(&a, &["diff", "-f", &edited]);
     assert!(!same, "diff exits 1 on a difference");
-    assert!(diff.lines().any(|l| l == "+        image: perl:5.36"), "{diff}");
+    assert!(diff.lines().any(|l| l == "+  backoffLimit: 5"), "{diff}");
 
     let (applied, _, conflict) = kubectl(&a, &["apply", "--server-side", "-f", &edited]);
     assert!(!applied);

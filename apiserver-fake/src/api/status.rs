@@ -363,15 +363,19 @@ impl Status {
     }
 
     /// `NewInvalid`: 422, `Job.batch "x" is invalid: <field errors>`; details carry the kind (not the
-    /// resource) and one cause per field error. Several errors print as upstream's aggregate `[a, b]`.
+    /// resource) and one cause per field error. The message is upstream's aggregate
+    /// (`ErrorList.ToAggregate`): repeated texts once, several errors as `[a, b]`, one without brackets.
     pub fn invalid(gk: &GroupKind, name: &str, causes: Vec<StatusCause>) -> Self {
-        let message = match causes.as_slice() {
-            [] => format!("{gk} {name:?} is invalid"),
-            [one] => format!("{gk} {name:?} is invalid: {}", one.field_error_string()),
-            many => {
-                let all: Vec<String> = many.iter().map(StatusCause::field_error_string).collect();
-                format!("{gk} {name:?} is invalid: [{}]", all.join(", "))
+        let mut all: Vec<String> = Vec::with_capacity(causes.len());
+        for text in causes.iter().map(StatusCause::field_error_string) {
+            if !all.contains(&text) {
+                all.push(text);
             }
+        }
+        let message = match all.as_slice() {
+            [] => format!("{gk} {name:?} is invalid"),
+            [one] => format!("{gk} {name:?} is invalid: {one}"),
+            many => format!("{gk} {name:?} is invalid: [{}]", many.join(", ")),
         };
         Self {
             details: Some(Box::new(StatusDetails {

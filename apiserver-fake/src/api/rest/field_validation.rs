@@ -262,6 +262,52 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
 
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 
+/// `resource.ErrFormatWrong`.
+const QUANTITY_FORMAT: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+/// Why `resource.ParseQuantity` (which a Quantity's `UnmarshalJSON` calls on the trimmed string) refuses
+/// `text`: its `ErrFormatWrong` or `ErrSuffix` text; `None` when it parses. Follows
+/// `parseQuantityString` (sign, digits, an optional fraction, then suffix letters, an optional sign and
+/// digits) and the suffixes `quantitySuffixer` interprets.
+pub fn quantity_error(text: &str) -> Option<&'static str> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(QUANTITY_FORMAT);
+    }
+    let bytes = text.as_bytes();
+    let mut pos = usize::from(matches!(bytes[0], b'+' | b'-'));
+    while pos < bytes.len() && bytes[pos].is_ascii_digit() {
+        pos += 1;
+    }
+    if pos < bytes.len() && bytes[pos] == b'.' {
+        pos += 1;
+        while pos < bytes.len() && bytes[pos].is_ascii_digit() {
+            pos += 1;
+        }
+    }
+    let suffix = &text[pos..];
+    while pos < bytes.len() && b"eEinumkKMGTP".contains(&bytes[pos]) {
+        pos += 1;
+    }
+    if pos < bytes.len() && matches!(bytes[pos], b'+' | b'-') {
+        pos += 1;
+    }
+    while pos < bytes.len() && bytes[pos].is_ascii_digit() {
+        pos += 1;
+    }
+    if pos < bytes.len() {
+        return Some(QUANTITY_FORMAT);
+    }
+    let known = matches!(
+        suffix,
+        "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei"
+    ) || (suffix.len() > 1
+        && suffix.starts_with(['e', 'E'])
+        && suffix[1..].parse::<i64>().is_ok());
+    (!known).then_some("unable to parse quantity's suffix")
+}
+
 /// The checks of a built-in kind's validation that its OpenAPI definition states: required fields
 /// (`spec.template.spec.containers: Required value`), as causes of upstream's 422 `Invalid`. `status` is
 /// not checked (main-resource writes do not validate it), nor is anything else upstream's hand-written
@@ -489,6 +535,12 @@ impl Walk<'_> {
             (Some("object"), Value::Object(_)) => true,
             _ => false,
         };
+        if owner == QUANTITY
+            && let Value::String(text) = &*value
+            && let Some(error) = quantity_error(text)
+        {
+            return Err(error.to_owned());
+        }
         if !fits {
             let number = match &*value {
                 Value::Number(n) if expected == Some("integer") => format!("number {n}"),
@@ -555,6 +607,18 @@ mod tests {
 
     use super::*;
     use crate::api::catalog::KubeVersion;
+
+    #[test]
+    fn quantities_parse_as_parse_quantity_does() {
+        for good in ["1", "500m", "1.5Gi", "2e3", "+1", "0.5", "1E-3", " 2Gi "] {
+            assert_eq!(quantity_error(good), None, "{good}");
+        }
+        for wrong in ["", "abc", "2GB", "2 Gi", "1.2.3"] {
+            assert_eq!(quantity_error(wrong), Some(QUANTITY_FORMAT), "{wrong}");
+        }
+        assert_eq!(quantity_error("2Gii"), Some("unable to parse quantity's suffix"));
+        assert_eq!(quantity_error("1e"), Some("unable to parse quantity's suffix"));
+    }
 
     const JOB: &str = "io.k8s.api.batch.v1.Job";
 

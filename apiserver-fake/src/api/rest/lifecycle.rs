@@ -39,7 +39,16 @@ fn prepare_namespace(object: &mut Value, name: &str) {
         &["metadata", "labels", "kubernetes.io/metadata.name"],
         json!(name),
     );
-    set_in(object, &["spec", "finalizers"], json!(["kubernetes"]));
+    // `namespaceStrategy.PrepareForCreate`: the `kubernetes` finalizer is added to those sent.
+    let mut finalizers = object
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if !finalizers.iter().any(|f| f == "kubernetes") {
+        finalizers.push(json!("kubernetes"));
+    }
+    set_in(object, &["spec", "finalizers"], Value::Array(finalizers));
     set_in(object, &["status"], json!({"phase": "Active"}));
 }
 

@@ -43,6 +43,7 @@ pub mod structural;
 pub mod subresource;
 pub mod table;
 pub mod validating_admission_policy;
+pub mod validation;
 pub mod watch;
 pub mod write;
 

@@ -25,6 +25,7 @@ use super::object::{
 use super::patch::{self, PatchType};
 use super::read::render_object;
 use super::structural;
+use super::validation;
 use super::{RestRequest, read_body};
 use crate::api::status::{Status, StatusCause};
 use crate::store::{ObjectKey, StoreError, resource_version};
@@ -300,18 +301,28 @@ fn applied_configuration(body: &[u8]) -> Result<Value, Status> {
     Ok(applied)
 }
 
-/// The required fields and enumerations of a built-in kind's schema ([`field_validation::schema_violations`]):
-/// upstream's 422 `Invalid` when the object breaks them. Status writes are not checked.
-fn validate_schema(req: &RestRequest<'_>, object: &Value) -> Result<(), Status> {
+/// Built-in validation of an object about to be written: the kind's `ValidateCreate` (`old` `None`)
+/// or `ValidateUpdate` rules ([`validation`]), then the required fields and enumerations of its
+/// schema ([`field_validation::schema_violations`]) at paths the kind's rules did not already report;
+/// upstream's 422 `Invalid` when any fails. Status writes are not checked.
+fn validate_schema(req: &RestRequest<'_>, object: &Value, old: Option<&Value>) -> Result<(), Status> {
     if req.resource.custom || !req.info.subresource.is_empty() {
         return Ok(());
     }
-    let definitions = crate::api::openapi::definitions::Definitions::of(req.ctx.binary_version);
-    let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
-    else {
-        return Ok(());
-    };
-    let causes = field_validation::schema_violations(definitions, definition, object);
+    let version = req.ctx.binary_version;
+    let mut causes = validation::into_causes(
+        &validation::validate(&req.resource, version, object, old),
+        version,
+    );
+    let definitions = crate::api::openapi::definitions::Definitions::of(version);
+    if let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
+    {
+        for cause in field_validation::schema_violations(definitions, definition, object) {
+            if !causes.iter().any(|c| c.field == cause.field) {
+                causes.push(cause);
+            }
+        }
+    }
     if causes.is_empty() {
         return Ok(());
     }
@@ -435,7 +446,6 @@ async fn create_object(
     // Decoding defaults the body (`SetDefaults_*`); the strategy then resets status, which reading the
     // stored object back defaults again, hence defaults on both sides of `PrepareForCreate`.
     defaults::set_defaults(&req.resource, version, &mut object);
-    defaults::check_defaulted(&req.resource, &object)?;
     // The field manager sees the decoded, defaulted object, before the strategy adds its fields.
     match ownership {
         Ownership::Update => record_update(req, None, &mut object),
@@ -460,7 +470,7 @@ async fn create_object(
     }
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
-    validate_schema(req, &object)?;
+    validate_schema(req, &object, None)?;
     validate_rules(req, None, &object)?;
     admission_warnings.extend(super::validating_admission_policy::admit(req, &object, None).await?);
     generation::prepare_for_create(req.generation_bump(), &mut object);
@@ -659,15 +669,6 @@ async fn finish_deletion(req: &RestRequest<'_>, written: Value) -> Result<Value,
     Ok(written)
 }
 
-/// [`defaults::check_defaulted`] for writes of the main resource (a status write leaves the spec as
-/// stored, which upstream's status validation does not judge).
-fn check_main_resource(req: &RestRequest<'_>, next: &Value) -> Result<(), Status> {
-    if req.info.subresource.is_empty() {
-        defaults::check_defaulted(&req.resource, next)?;
-    }
-    Ok(())
-}
-
 /// For a Service's main resource: allocates what the updated Service needs and lacks (a type change),
 /// returning the allocation lock to hold until the write is done (see `service_ip`).
 async fn allocate_for_update(
@@ -723,7 +724,7 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     let (mut next, mut admission_warnings) = admit_update(req, &current, next, "UpdateOptions").await?;
     check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
-    validate_schema(req, &next)?;
+    validate_schema(req, &next, Some(&current))?;
     warnings.extend(validate_rules(req, Some(&current), &next)?);
     admission_warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
     let attributes = Attributes::of(
@@ -829,7 +830,6 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         }
         let mut next = merge_for_write(req, &current, patched)?;
         super::object::drop_empty_metadata(&mut next);
-        check_main_resource(req, &next)?;
         super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
         match &applied {
             Some(applied) => {
@@ -844,7 +844,7 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         let (mut next, mut warnings) = (next, warnings);
         warnings.extend(admission_warnings);
         check_main_resource(req, &next)?;
-        validate_schema(req, &next)?;
+        validate_schema(req, &next, Some(&current))?;
         warnings.extend(validate_rules(req, Some(&current), &next)?);
         warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
         let attributes = Attributes::of(

@@ -17,7 +17,6 @@ use serde_json::{Map, Value, json};
 use super::pod::set_defaults_template_at;
 use super::{at, default_empty_str, default_missing, each_object, ensure_object, gate, object_at};
 use crate::api::catalog::KubeVersion;
-use crate::api::status::StatusCause;
 
 /// `batch.LegacyJobNameLabel`.
 pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";
@@ -153,34 +152,9 @@ pub fn generate_selector_if_needed(job: &mut Map<String, Value>) {
     }
 }
 
-/// The restart policies a Job's pods may have.
-const JOB_RESTART_POLICIES: &[&str] = &["OnFailure", "Never"];
-
-/// `validateJobSpec`'s restart policy rule, which the pod spec's `restartPolicy: Always` default relies
-/// on: a Job's pods (`spec.template`, or a CronJob's `spec.jobTemplate.spec.template`) restart
-/// `OnFailure` or `Never`. A Job sent without one is defaulted to `Always` and then rejected, as
-/// upstream does. `template_path` is the JSON pointer of the pod template.
-pub fn restart_policy_cause(object: &Value, template_path: &str) -> Option<StatusCause> {
-    let policy = object
-        .pointer(&format!("{template_path}/spec/restartPolicy"))
-        .and_then(Value::as_str)?;
-    if JOB_RESTART_POLICIES.contains(&policy) {
-        return None;
-    }
-    let field = format!(
-        "{}.spec.restartPolicy",
-        template_path.trim_start_matches('/').replace('/', ".")
-    );
-    Some(StatusCause::field_not_supported(
-        &field,
-        policy,
-        JOB_RESTART_POLICIES,
-    ))
-}
-
 /// On update, a body without `spec.selector` keeps the stored (generated) one instead of getting none:
-/// the selector is generated only on create. (Upstream rejects such an update: the selector is
-/// immutable; the fake does not validate and keeps the object consistent instead.)
+/// the selector is generated only on create. (An update that changes the selector is refused by
+/// `rest::validation`: it is immutable.)
 pub fn keep_selector(current: &Map<String, Value>, next: &mut Map<String, Value>) {
     let Some(selector) = current.get("spec").and_then(|s| s.get("selector")).cloned() else {
         return;
@@ -303,24 +277,6 @@ mod tests {
                             "resources": {}, "terminationMessagePath": "/dev/termination-log",
                             "terminationMessagePolicy": "File"}]}}}}}})
         );
-    }
-
-    #[test]
-    fn job_pods_must_not_restart_always() {
-        let resource = builtin("batch", "jobs", "Job");
-        let job = defaulted(
-            &resource,
-            v(36),
-            json!({"spec": {"template": {"spec": {"containers": []}}}}),
-        );
-        let cause = restart_policy_cause(&job, "/spec/template").expect("rejected");
-        assert_eq!(cause.field, "spec.template.spec.restartPolicy");
-        assert_eq!(
-            cause.message,
-            "Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""
-        );
-        let never = json!({"spec": {"template": {"spec": {"restartPolicy": "Never"}}}});
-        assert_eq!(restart_policy_cause(&never, "/spec/template"), None);
     }
 
     #[test]

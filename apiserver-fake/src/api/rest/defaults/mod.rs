@@ -31,7 +31,6 @@ use serde_json::{Map, Value};
 
 use super::ResourceInfo;
 use crate::api::catalog::KubeVersion;
-use crate::api::status::Status;
 
 /// Applies the scheme defaults of `resource`'s kind to `object` (see the module docs): for a custom
 /// resource, the `default`s of the requested version's schema. Idempotent; does nothing for kinds
@@ -124,31 +123,6 @@ pub fn prepare_for_update(resource: &ResourceInfo, current: &Value, next: &mut V
             }
         },
         _ => {}
-    }
-}
-
-/// Rejects what a default would otherwise let through that upstream's validation rejects (422): a Job
-/// or CronJob whose pods would restart `Always` (the pod spec's default; see
-/// [`batch::restart_policy_cause`]). Field validation, required fields and names are checked elsewhere
-/// (`rest::field_validation`, `rest::names`).
-pub fn check_defaulted(resource: &ResourceInfo, object: &Value) -> Result<(), Status> {
-    if resource.custom {
-        return Ok(());
-    }
-    let template = match (resource.group.as_str(), resource.resource.as_str()) {
-        ("batch", "jobs") => "/spec/template",
-        ("batch", "cronjobs") => "/spec/jobTemplate/spec/template",
-        _ => return Ok(()),
-    };
-    match batch::restart_policy_cause(object, template) {
-        None => Ok(()),
-        Some(cause) => {
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            Err(Status::invalid(&resource.group_kind(), name, vec![cause]))
-        }
     }
 }
 

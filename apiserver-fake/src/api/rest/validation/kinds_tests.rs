@@ -1,0 +1,318 @@
+//! Each covered kind: a valid object (defaulted as the decoder defaults it) passes, and invalid ones
+//! get upstream's causes, rendered as kube-apiserver renders them.
+
+use serde_json::{Value, json};
+
+use super::super::defaults::test_support::{builtin, defaulted, v};
+use super::{into_causes, validate};
+use crate::api::status::{GroupKind, Status};
+
+/// The 422 message of `object` of `group`/`resource` created at 1.`minor` (empty when valid).
+fn message(group: &str, resource: &str, kind: &str, minor: u32, object: Value) -> String {
+    message_update(group, resource, kind, minor, object, None)
+}
+
+fn message_update(
+    group: &str,
+    resource: &str,
+    kind: &str,
+    minor: u32,
+    object: Value,
+    old: Option<Value>,
+) -> String {
+    let info = builtin(group, resource, kind);
+    let object = defaulted(&info, v(minor), object);
+    let old = old.map(|o| defaulted(&info, v(minor), o));
+    let causes = into_causes(&validate(&info, v(minor), &object, old.as_ref()), v(minor));
+    if causes.is_empty() {
+        return String::new();
+    }
+    Status::invalid(&GroupKind::new(group, kind), "x", causes).message
+}
+
+fn pod_spec(containers: Value) -> Value {
+    json!({"containers": containers})
+}
+
+#[test]
+fn valid_objects_pass() {
+    let c = json!([{"name": "c", "image": "nginx", "ports": [{"containerPort": 80, "name": "http"}],
+        "livenessProbe": {"httpGet": {"port": 80}}, "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1"}},
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]);
+    let spec = json!({"containers": c, "volumes": [{"name": "data", "emptyDir": {}}]});
+    assert_eq!(message("", "pods", "Pod", 32, json!({"spec": spec})), "");
+    let template = json!({"metadata": {"labels": {"app": "web"}}, "spec": spec});
+    let selector = json!({"matchLabels": {"app": "web"}});
+    for (group, resource, kind) in [
+        ("apps", "deployments", "Deployment"),
+        ("apps", "replicasets", "ReplicaSet"),
+        ("apps", "statefulsets", "StatefulSet"),
+        ("apps", "daemonsets", "DaemonSet"),
+    ] {
+        let object = json!({"spec": {"selector": selector, "template": template}});
+        assert_eq!(message(group, resource, kind, 32, object), "", "{kind}");
+    }
+    let mut job_template = template.clone();
+    job_template["spec"]["restartPolicy"] = json!("Never");
+    let job = json!({"spec": {"selector": selector, "template": job_template}});
+    assert_eq!(message("batch", "jobs", "Job", 32, job), "");
+    let cron =
+        json!({"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": job_template}}}});
+    assert_eq!(message("batch", "cronjobs", "CronJob", 32, cron), "");
+    let service = json!({"spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}});
+    assert_eq!(message("", "services", "Service", 32, service), "");
+    assert_eq!(
+        message("", "configmaps", "ConfigMap", 32, json!({"data": {"a.b": "c"}})),
+        ""
+    );
+    let role = json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]});
+    assert_eq!(
+        message("rbac.authorization.k8s.io", "roles", "Role", 32, role),
+        ""
+    );
+    let binding = json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "User", "name": "jane"}, {"kind": "ServiceAccount", "name": "default"}]});
+    assert_eq!(
+        message(
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            "RoleBinding",
+            32,
+            binding
+        ),
+        ""
+    );
+    let pvc =
+        json!({"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    assert_eq!(
+        message("", "persistentvolumeclaims", "PersistentVolumeClaim", 32, pvc),
+        ""
+    );
+    let ingress = json!({"spec": {"rules": [{"host": "example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+        "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}});
+    assert_eq!(
+        message("networking.k8s.io", "ingresses", "Ingress", 32, ingress),
+        ""
+    );
+}
+
+#[test]
+fn a_job_without_containers_is_refused_as_upstream_refuses_it() {
+    let job = json!({"spec": {"selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}}}});
+    assert_eq!(
+        message("batch", "jobs", "Job", 32, job),
+        "Job.batch \"x\" is invalid: [spec.template.spec.containers: Required value, \
+         spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"]"
+    );
+}
+
+#[test]
+fn containers_names_images_and_ports() {
+    let containers = json!([
+        {"name": "Web", "image": "", "ports": [{"containerPort": 70000, "name": "http"}, {"containerPort": 81, "name": "http", "protocol": "ICMP"}]},
+        {"name": "web", "image": "nginx"}, {"name": "web", "image": "nginx"}
+    ]);
+    let got = message("", "pods", "Pod", 32, json!({"spec": pod_spec(containers)}));
+    assert_eq!(
+        got,
+        "Pod \"x\" is invalid: [spec.containers[0].name: Invalid value: \"Web\": a lowercase RFC 1123 label must \
+         consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character \
+         (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'), \
+         spec.containers[0].image: Required value, \
+         spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive, \
+         spec.containers[0].ports[1].name: Duplicate value: \"http\", \
+         spec.containers[0].ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\", \
+         spec.containers[2].name: Duplicate value: \"web\"]"
+    );
+}
+
+#[test]
+fn volumes_mounts_resources_and_probes() {
+    let spec = json!({
+        "volumes": [{"name": "a", "emptyDir": {}, "configMap": {"name": "c"}}, {"name": "b", "secret": {"secretName": "s"}}],
+        "containers": [{"name": "c", "image": "i",
+            "volumeMounts": [{"name": "a", "mountPath": "/a"}, {"name": "b", "mountPath": "/a"}],
+            "resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}},
+            "readinessProbe": {"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}},
+            "livenessProbe": {"periodSeconds": 5}}]
+    });
+    assert_eq!(
+        message("", "pods", "Pod", 32, json!({"spec": spec})),
+        "Pod \"x\" is invalid: [spec.volumes[0].configMap: Forbidden: may not specify more than 1 volume type, \
+         spec.containers[0].volumeMounts[0].name: Not found: \"a\", \
+         spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/a\": must be unique, \
+         spec.containers[0].resources.requests[memory]: Invalid value: \"2Gi\": must be less than or equal to memory limit of 1Gi, \
+         spec.containers[0].livenessProbe: Required value: must specify a handler type, \
+         spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type]"
+    );
+}
+
+#[test]
+fn selectors_must_match_template_labels_printed_per_version() {
+    let deployment = json!({"spec": {"selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "api"}}, "spec": pod_spec(json!([{"name": "c", "image": "i"}]))}}});
+    assert_eq!(
+        message("apps", "deployments", "Deployment", 33, deployment.clone()),
+        "Deployment.apps \"x\" is invalid: spec.template.metadata.labels: Invalid value: \
+         map[string]string{\"app\":\"api\"}: `selector` does not match template `labels`"
+    );
+    assert_eq!(
+        message("apps", "deployments", "Deployment", 34, deployment),
+        "Deployment.apps \"x\" is invalid: spec.template.metadata.labels: Invalid value: {\"app\":\"api\"}: \
+         `selector` does not match template `labels`"
+    );
+    let negative = json!({"spec": {"replicas": -1, "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod_spec(json!([{"name": "c", "image": "i"}]))}}});
+    assert_eq!(
+        message("apps", "replicasets", "ReplicaSet", 32, negative),
+        "ReplicaSet.apps \"x\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+    );
+}
+
+#[test]
+fn a_jobs_template_is_immutable() {
+    let job = |image: &str| {
+        json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": image}]}}}})
+    };
+    let got = message_update(
+        "batch",
+        "jobs",
+        "Job",
+        32,
+        job("perl:5.36"),
+        Some(job("perl:5.34")),
+    );
+    assert!(
+        got.starts_with("Job.batch \"x\" is invalid: spec.template: Invalid value: "),
+        "{got}"
+    );
+    assert!(got.ends_with(": field is immutable"), "{got}");
+    assert_eq!(
+        message_update("batch", "jobs", "Job", 32, job("a"), Some(job("a"))),
+        ""
+    );
+}
+
+#[test]
+fn cron_job_schedules() {
+    let cron = json!({"spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+        "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "i"}]}}}}}});
+    assert_eq!(
+        message("batch", "cronjobs", "CronJob", 32, cron),
+        "CronJob.batch \"x\" is invalid: spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61"
+    );
+}
+
+#[test]
+fn services_ports_types_and_cluster_ips() {
+    let service = json!({"spec": {"type": "Bogus", "ports": [{"port": 0}, {"port": 0}]}});
+    assert_eq!(
+        message("", "services", "Service", 32, service),
+        "Service \"x\" is invalid: [spec.ports[0].name: Required value, \
+         spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive, \
+         spec.ports[0].targetPort: Invalid value: 0: must be between 1 and 65535, inclusive, \
+         spec.ports[1].name: Required value, \
+         spec.ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive, \
+         spec.ports[1].targetPort: Invalid value: 0: must be between 1 and 65535, inclusive, \
+         spec.type: Unsupported value: \"Bogus\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\", \
+         spec.ports[1]: Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:0, \
+         TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}]"
+    );
+    let with_ip = |ip: &str| json!({"spec": {"ports": [{"port": 80}], "clusterIP": ip, "clusterIPs": [ip]}});
+    assert_eq!(
+        message_update(
+            "",
+            "services",
+            "Service",
+            32,
+            with_ip("10.96.0.9"),
+            Some(with_ip("10.96.0.10"))
+        ),
+        "Service \"x\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"10.96.0.9\"}: may not change once set"
+    );
+    assert_eq!(
+        message_update(
+            "",
+            "services",
+            "Service",
+            34,
+            with_ip("10.96.0.9"),
+            Some(with_ip("10.96.0.10"))
+        ),
+        "Service \"x\" is invalid: spec.clusterIPs[0]: Invalid value: [\"10.96.0.9\"]: may not change once set"
+    );
+}
+
+#[test]
+fn rbac_leases_ingresses_network_policies_and_claims() {
+    assert_eq!(
+        message(
+            "rbac.authorization.k8s.io",
+            "roles",
+            "Role",
+            32,
+            json!({"rules": [{"apiGroups": [""], "resources": ["pods"]}]})
+        ),
+        "Role.rbac.authorization.k8s.io \"x\" is invalid: rules[0].verbs: Required value: verbs must contain at least one value"
+    );
+    let binding = json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "Robot", "name": "r2"}]});
+    assert_eq!(
+        message(
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            32,
+            binding
+        ),
+        "ClusterRoleBinding.rbac.authorization.k8s.io \"x\" is invalid: [roleRef.kind: Unsupported value: \"Role\": \
+         supported values: \"ClusterRole\", subjects[0].kind: Unsupported value: \"Robot\": supported values: \
+         \"ServiceAccount\", \"User\", \"Group\"]"
+    );
+    assert_eq!(
+        message(
+            "coordination.k8s.io",
+            "leases",
+            "Lease",
+            32,
+            json!({"spec": {"leaseDurationSeconds": 0}})
+        ),
+        "Lease.coordination.k8s.io \"x\" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"
+    );
+    assert_eq!(
+        message(
+            "networking.k8s.io",
+            "ingresses",
+            "Ingress",
+            33,
+            json!({"spec": {}})
+        ),
+        "Ingress.networking.k8s.io \"x\" is invalid: spec: Invalid value: []networking.IngressRule(nil): \
+         either `defaultBackend` or `rules` must be specified"
+    );
+    let policy = json!({"spec": {"podSelector": {}, "ingress": [{"from": [{}], "ports": [{"port": "http", "endPort": 90}]}]}});
+    assert_eq!(
+        message(
+            "networking.k8s.io",
+            "networkpolicies",
+            "NetworkPolicy",
+            32,
+            policy
+        ),
+        "NetworkPolicy.networking.k8s.io \"x\" is invalid: [spec.ingress[0].ports[0].endPort: Invalid value: 90: \
+         may not be specified when `port` is non-numeric, spec.ingress[0].from[0]: Required value: must specify a peer]"
+    );
+    assert_eq!(
+        message(
+            "",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            32,
+            json!({"spec": {}})
+        ),
+        "PersistentVolumeClaim \"x\" is invalid: [spec.accessModes: Required value: at least 1 access mode is required, \
+         spec.resources[storage]: Required value]"
+    );
+}
