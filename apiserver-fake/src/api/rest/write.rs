@@ -466,7 +466,6 @@ async fn create_object(
         object = mutated;
         reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
         defaults::set_defaults(&req.resource, version, &mut object);
-        defaults::check_defaulted(&req.resource, &object)?;
     }
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
@@ -722,7 +721,6 @@ pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
     // As upstream's update transformers: the field manager, then mutating admission.
     record_update(req, Some(&current), &mut next);
     let (mut next, mut admission_warnings) = admit_update(req, &current, next, "UpdateOptions").await?;
-    check_main_resource(req, &next)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next, Some(&current))?;
     warnings.extend(validate_rules(req, Some(&current), &next)?);
@@ -843,7 +841,6 @@ pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status
         let (next, admission_warnings) = admit_update(req, &current, next, "PatchOptions").await?;
         let (mut next, mut warnings) = (next, warnings);
         warnings.extend(admission_warnings);
-        check_main_resource(req, &next)?;
         validate_schema(req, &next, Some(&current))?;
         warnings.extend(validate_rules(req, Some(&current), &next)?);
         warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
