@@ -184,6 +184,8 @@ async fn answer(path: &str, request: &Value) -> Bytes {
             tokio::time::sleep(Duration::from_secs(10)).await;
             review(json!({"uid": uid, "allowed": true}))
         }
+        "/refuse" => review(json!({"uid": uid, "allowed": false,
+            "status": {"code": 403, "reason": "Forbidden", "message": "refused by the conditional webhook"}})),
         "/garbage" => Bytes::from_static(b"garbage"),
         "/bad-patch" => review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
             "patch": patch(json!([{"op": "remove", "path": "/spec/nothing"}]))})),
@@ -677,4 +679,89 @@ fn failure_policies_decide_what_a_down_slow_or_broken_webhook_means() {
         assert!(!ok, "{case}");
         insta::assert_snapshot!(case, err);
     }
+}
+
+/// `matchConditions` (CEL over `object`, `oldObject`, `request`): a webhook whose condition is false is
+/// not called; one whose condition cannot be evaluated refuses the request under `failurePolicy: Fail`
+/// (upstream's 403, the webhook not called) and is skipped under `Ignore`.
+#[test]
+fn match_conditions_decide_whether_a_webhook_is_called() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = WebhookServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _demo = start_cluster(dir.path(), server.port);
+    let (_, b) = kubeconfigs(dir.path());
+    let (port, ca) = (server.port, &server.ca_bundle);
+    let hook = |name: &str, condition: &str, policy: &str| {
+        format!(
+            "- name: {name}.example.com
+  clientConfig: {{url: \"https://127.0.0.1:{port}/refuse\", caBundle: {ca}}}
+  rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}}]
+  objectSelector: {{matchLabels: {{case: {name}}}}}
+  matchConditions:
+  - {{name: {name}-condition, expression: \"{condition}\"}}
+  failurePolicy: {policy}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"
+        )
+    };
+    let webhooks = [
+        hook(
+            "conditional",
+            "has(object.metadata.annotations) && 'refuse' in object.metadata.annotations && object.metadata.annotations['refuse'] == 'yes' && request.operation == 'CREATE'",
+            "Fail",
+        ),
+        hook("broken", "object.spec.replicas > 1", "Fail"),
+        hook("broken-ignored", "object.spec.replicas > 1", "Ignore"),
+    ]
+    .concat();
+    apply(
+        &b,
+        dir.path(),
+        "webhooks.yaml",
+        &format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: conditions}}\nwebhooks:\n{webhooks}"
+        ),
+    );
+    let config_map = |name: &str, case: &str, annotations: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{case: {case}}}, annotations: {{{annotations}}}}}\n"
+        )
+    };
+
+    // The condition is false: the webhook (which refuses everything) is not called.
+    let (ok, _, err) = create(
+        &b,
+        dir.path(),
+        "plain.yaml",
+        &config_map("plain", "conditional", ""),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(server.calls_for("/refuse", "plain"), 0);
+    // It holds: the webhook is called and refuses.
+    let (ok, _, err) = create(
+        &b,
+        dir.path(),
+        "marked.yaml",
+        &config_map("marked", "conditional", "refuse: \"yes\""),
+    );
+    assert!(!ok);
+    assert_eq!(server.calls_for("/refuse", "marked"), 1);
+    insta::assert_snapshot!("match_condition_holds", err);
+    // It cannot be evaluated (a ConfigMap has no spec): Fail refuses without calling, Ignore skips.
+    let (ok, _, err) = create(&b, dir.path(), "broken.yaml", &config_map("broken", "broken", ""));
+    assert!(!ok);
+    assert_eq!(server.calls_for("/refuse", "broken"), 0);
+    insta::assert_snapshot!("match_condition_error", err);
+    let (ok, _, err) = create(
+        &b,
+        dir.path(),
+        "ignored.yaml",
+        &config_map("ignored", "broken-ignored", ""),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(server.calls_for("/refuse", "ignored"), 0);
 }

@@ -17,9 +17,9 @@ use crate::status::http_error;
 use crate::transport::PeerTransport;
 use crate::user::UserInfo;
 
-/// The peer endpoint (`host:port`) a request was proxied to, in the extensions of every response
-/// [`proxy_to_peer`] returns (the peer's relayed answer or the 503 of a transport failure), so access
-/// logs around the proxy can name it.
+/// The peer endpoint (`host:port`) a request was proxied to, in the extensions of every response of a
+/// proxied request (the peer's relayed answer or the 503 of a transport failure), so access logs
+/// around the [`MvpLayer`](crate::MvpLayer) can name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxiedTo(pub String);
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::match_conditions::MatchCondition;
 use super::{Attributes, Operation};
 use crate::api::rest::selector::LabelSelector;
 
@@ -115,8 +116,8 @@ pub struct Webhook {
     pub admission_review_versions: Vec<String>,
     /// `reinvocationPolicy: IfNeeded` (mutating webhooks).
     pub reinvoke_if_needed: bool,
-    /// Whether it has `matchConditions`, which the fake does not evaluate (docs/decisions.md).
-    pub has_match_conditions: bool,
+    /// `matchConditions`, evaluated after the rules and selectors match ([`super::match_conditions`]).
+    pub match_conditions: Vec<MatchCondition>,
 }
 
 /// The wire form of a webhook (`ValidatingWebhook`/`MutatingWebhook`).
@@ -145,7 +146,7 @@ struct WireWebhook {
     #[serde(default)]
     reinvocation_policy: Option<String>,
     #[serde(default)]
-    match_conditions: Vec<Value>,
+    match_conditions: Vec<MatchCondition>,
 }
 
 /// A label selector field: absent means every object (the API defaults it to `{}`).
@@ -198,7 +199,7 @@ fn webhook_of(configuration: &str, item: &Value) -> Result<Webhook, String> {
         ),
         admission_review_versions: wire.admission_review_versions,
         reinvoke_if_needed: wire.reinvocation_policy.as_deref() == Some("IfNeeded"),
-        has_match_conditions: !wire.match_conditions.is_empty(),
+        match_conditions: wire.match_conditions,
     })
 }
 

@@ -11,9 +11,10 @@
 //! Configurations are read from the store on every write (upstream reads an informer's cache): every
 //! server of a cluster shares the store, so every server knows every configuration at once. Webhooks are
 //! called in configuration-name order, then in their order in the configuration; validating webhooks in
-//! parallel (the first failure in that order is reported). `matchConditions` are not evaluated: a
-//! webhook with them is called as if they all matched (docs/decisions.md).
+//! parallel (the first failure in that order is reported). A webhook's `matchConditions` are evaluated
+//! once its rules and selectors match ([`match_conditions`]).
 
+pub mod match_conditions;
 pub mod matching;
 pub mod review;
 pub mod webhook;
@@ -218,6 +219,43 @@ async fn namespace_object(
         .ok()
 }
 
+/// `ShouldCallHook` with the webhook's `matchConditions`: the invocation when `hook` is called, `None`
+/// when it is skipped, upstream's 403 when its conditions failed under `failurePolicy: Fail`.
+fn invocation(
+    hook: &Webhook,
+    attributes: &Attributes,
+    namespace: Option<&Value>,
+    equivalents: &[String],
+) -> Result<Option<Invocation>, Status> {
+    let Some(invocation) = matching::should_call(hook, attributes, namespace, equivalents) else {
+        return Ok(None);
+    };
+    if hook.match_conditions.is_empty() {
+        return Ok(Some(invocation));
+    }
+    // What the webhook would be sent, as the conditions' variables.
+    let review = review::request(ReviewVersion::V1, "", attributes, &invocation);
+    let bound = |name: &str| crate::cel::value::to_cel(&review["request"][name]);
+    let variables = [
+        ("object", bound("object")),
+        ("oldObject", bound("oldObject")),
+        ("request", crate::cel::value::to_cel(&review["request"])),
+    ];
+    let fail = hook.failure_policy == FailurePolicy::Fail;
+    match match_conditions::evaluate(&hook.match_conditions, &variables, fail) {
+        match_conditions::MatchResult::Matches => Ok(Some(invocation)),
+        match_conditions::MatchResult::Skipped => Ok(None),
+        match_conditions::MatchResult::Error(error) => {
+            tracing::warn!(webhook = %hook.name, %error, "failed evaluating match conditions, failing closed");
+            let resource = crate::store::GroupResource {
+                group: attributes.group.clone(),
+                resource: attributes.resource.clone(),
+            };
+            Err(Status::forbidden(&resource, &attributes.name, &error))
+        }
+    }
+}
+
 /// How one call ended.
 enum Outcome {
     /// The webhook answered (allowed or not).
@@ -334,8 +372,7 @@ pub async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Resul
             if round == 1 && !reinvoke.contains(&index) {
                 continue;
             }
-            let Some(invocation) = matching::should_call(hook, attributes, namespace.as_ref(), &equivalents)
-            else {
+            let Some(invocation) = invocation(hook, attributes, namespace.as_ref(), &equivalents)? else {
                 continue;
             };
             let changed = call_mutating(req, hook, attributes, &invocation, &mut admitted).await?;
@@ -430,9 +467,14 @@ pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<
     }
     let namespace = namespace_object(req, &hooks, attributes).await;
     let equivalents = equivalents(req);
-    let calls = hooks.iter().filter_map(|hook| {
-        let invocation = matching::should_call(hook, attributes, namespace.as_ref(), &equivalents)?;
-        Some(async move { (hook, call(req, hook, attributes, &invocation, false).await) })
+    let mut invocations = Vec::new();
+    for hook in &hooks {
+        if let Some(invocation) = invocation(hook, attributes, namespace.as_ref(), &equivalents)? {
+            invocations.push((hook, invocation));
+        }
+    }
+    let calls = invocations.iter().map(|(hook, invocation)| async move {
+        (*hook, call(req, hook, attributes, invocation, false).await)
     });
     let mut first_error = None;
     for (hook, outcome) in join_all(calls).await {
