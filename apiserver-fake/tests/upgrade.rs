@@ -307,7 +307,9 @@ fn exec_reports_what_the_programs_own_requests_got_by_user_agent() {
         "--from=1.35",
         "--to=1.36",
         "--servers=2",
-        "--dwell-seconds=2",
+        // Long enough a window of mixed versions for the script's requests (a kubectl call can take a
+        // second on a loaded machine) to meet the old server without the proxy.
+        "--dwell-seconds=4",
         "--final-dwell-seconds=1",
         "--exec",
         script,
