@@ -64,11 +64,7 @@ fn pid_of(manifest: &serde_json::Value, name: &str) -> Pid {
 
 #[test]
 fn the_kubernetes_service_lists_the_servers_alive() {
-    if !apiserver_fake::cluster::etcd_process::etcd_installed() {
-        support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
-        return;
-    }
-    if !kubectl_available() {
+    if !support::etcd::etcd_on_path() || !kubectl_available() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use support::demo::{Demo, server};
-use support::{kubectl, kubectl_available};
+use support::{kubectl_available, kubectl_ok as ok};
 
 /// The real binary the suite runs against, if the environment names one.
 fn real_kube_apiserver() -> Option<PathBuf> {
@@ -68,22 +68,7 @@ fn invocations(dir: &Path) -> Vec<String> {
 }
 
 fn ready() -> bool {
-    if !apiserver_fake::cluster::etcd_process::etcd_installed() {
-        support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
-        return false;
-    }
-    kubectl_available()
-}
-
-/// kubectl through `kubeconfig`, which must succeed; its standard output.
-fn ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let (ok, out, err) = kubectl(kubeconfig, args);
-    assert!(
-        ok,
-        "kubectl {args:?} through {}: {out}{err}",
-        kubeconfig.display()
-    );
-    out
+    support::etcd::etcd_on_path() && kubectl_available()
 }
 
 /// The scenario of the module docs with `binary` as the real member.

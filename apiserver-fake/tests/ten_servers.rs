@@ -8,31 +8,14 @@
 
 mod support;
 
-use std::path::Path;
-
 use support::demo::Demo;
-use support::{kubectl, kubectl_available};
+use support::{kubectl_available, kubectl_ok as ok};
 
 const SERVERS: usize = 10;
 
-/// kubectl through `kubeconfig`, which must succeed; its standard output.
-fn ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let (ok, out, err) = kubectl(kubeconfig, args);
-    assert!(
-        ok,
-        "kubectl {args:?} through {}: {out}{err}",
-        kubeconfig.display()
-    );
-    out
-}
-
 #[test]
 fn ten_servers_proxy_to_the_one_that_serves_jobs() {
-    if !apiserver_fake::cluster::etcd_process::etcd_installed() {
-        support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
-        return;
-    }
-    if !kubectl_available() {
+    if !support::etcd::etcd_on_path() || !kubectl_available() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -12,6 +12,15 @@ pub fn skip(why: &str) {
     eprintln!("skipped: {why} (set {REQUIRE_ETCD}=1 to make this a failure)");
 }
 
+/// Whether an `etcd` binary is on `PATH`; if not, [`skip`]s (or fails the test under [`REQUIRE_ETCD`]).
+pub fn etcd_on_path() -> bool {
+    let installed = apiserver_fake::cluster::etcd_process::etcd_installed();
+    if !installed {
+        skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+    }
+    installed
+}
+
 /// The process-wide etcd of a test binary.
 #[derive(Debug)]
 pub struct PrivateEtcd {

@@ -61,6 +61,17 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// [`kubectl`], which must succeed: its stdout (a failure panics with its stderr).
+pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let (ok, stdout, stderr) = kubectl(kubeconfig, args);
+    assert!(
+        ok,
+        "kubectl {args:?} through {}: {stdout}{stderr}",
+        kubeconfig.display()
+    );
+    stdout
+}
+
 /// The `(major, minor)` client version in `kubectl version --client -o json` output; a vendor
 /// suffix on the minor version (`"32+"`) is ignored.
 pub fn kubectl_client_version(json: &[u8]) -> Option<(u32, u32)> {
