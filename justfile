@@ -44,10 +44,14 @@ fuzz SECONDS="10":
 ci:
     .ci/run
 
-# Check that generated files are what their generators make: the protobuf table (needs k8s-pb 0.9.0 and
-# k8s-openapi 0.29.0 in cargo's registry, see the script), the RBAC policy's transform and, given the
-# kube-apis data, the API tables.
+# Check that generated files are what their generators make, byte for byte (CI runs it): the protobuf
+# table (its inputs fetched into cargo's registry), the RBAC policy's transform and, given the kube-apis
+# data (a folder, $KUBE_MVP_KUBE_APIS or ../shared/data/kube-apis), the API tables.
 check-generated KUBE_APIS="":
-    python3 apiserver-fake/scripts/gen_protobuf_table.py --check
-    python3 apiserver-fake/catalog/generate_rbac_bootstrap.py --self-test
-    if [ -n "{{KUBE_APIS}}" ]; then python3 apiserver-fake/catalog/generate.py "{{KUBE_APIS}}" --check; else echo "API tables not checked: pass the kube-apis data folder (just check-generated DIR)"; fi
+    apiserver-fake/scripts/generated-files check {{KUBE_APIS}}
+
+# Regenerate the generated files in place (then `git diff` shows what changed): the protobuf table and,
+# given the kube-apis data folder, the API tables.
+generate KUBE_APIS="":
+    apiserver-fake/scripts/generated-files write {{KUBE_APIS}}
+

@@ -28,10 +28,9 @@
 //! as on the direct path), HTTP/1.1 upstream connections kept alive, and no response buffering (watches
 //! stream).
 
+mod nginx;
+
 use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apiserver_fake::cluster::{Preset, start_cluster};
@@ -337,183 +336,6 @@ async fn watch_delay(
     (percentile(&delays, 0.5), cpu)
 }
 
-/// nginx running as a reverse proxy to `b`, torn down on drop.
-struct Nginx {
-    child: Child,
-    /// The master's and the workers' process IDs.
-    pids: Vec<u32>,
-    url: String,
-    _prefix: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SIGTERM: nginx's fast shutdown, the master stops its workers before it exits (a SIGKILL would
-        // leave them running).
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ =
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
-}
-
-fn free_port(ip: IpAddr) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// The PIDs of `master`'s children (nginx's workers).
-fn children(master: u32) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        // After the ")" come the state and the parent's PID.
-        let ppid = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().nth(1));
-        if ppid.and_then(|p| p.parse::<u32>().ok()) == Some(master) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// Starts nginx as a TLS→TLS reverse proxy to `upstream` (`b`), or says why not.
-fn start_nginx(pki: &certs::Pki, pki_dir: &Path, upstream: SocketAddr, http1: bool) -> Result<Nginx, String> {
-    let binary = on_path("nginx").ok_or("nginx is not on the PATH (apt-get install -y nginx)")?;
-    let prefix = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let dir = prefix.path();
-    let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
-    let port = free_port(ip);
-    let serving = pki
-        .authority(certs::Issuer::ClusterCa)
-        .issue_serving_cert("nginx", &[ip], &[])
-        .map_err(|e| e.to_string())?;
-    serving
-        .write_to(&dir.join("nginx.crt"), &dir.join("nginx.key"))
-        .map_err(|e| e.to_string())?;
-    let paths = certs::PkiPaths::new(pki_dir);
-    let http2 = if http1 { "" } else { " http2" };
-    let config = format!(
-        r#"daemon off;
-master_process on;
-worker_processes auto;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/client_body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    upstream b {{
-        server {upstream};
-        keepalive 64;
-    }}
-    server {{
-        listen {ip}:{port} ssl{http2};
-        ssl_certificate {dir}/nginx.crt;
-        ssl_certificate_key {dir}/nginx.key;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        http2_max_concurrent_streams 1000;
-        keepalive_requests 1000000;
-        location / {{
-            proxy_pass https://b;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-            proxy_request_buffering off;
-            proxy_read_timeout 1h;
-            proxy_ssl_protocols TLSv1.2 TLSv1.3;
-            proxy_ssl_certificate {admin_cert};
-            proxy_ssl_certificate_key {admin_key};
-            proxy_ssl_trusted_certificate {ca};
-            proxy_ssl_verify on;
-            proxy_ssl_name kubernetes.default.svc;
-            proxy_ssl_server_name on;
-            proxy_ssl_session_reuse on;
-        }}
-    }}
-}}
-"#,
-        dir = dir.display(),
-        admin_cert = paths.admin_cert.display(),
-        admin_key = paths.admin_key.display(),
-        ca = paths.ca_cert.display(),
-    );
-    let conf = dir.join("nginx.conf");
-    std::fs::write(&conf, config).map_err(|e| e.to_string())?;
-    // As root, nginx's workers would run as `nobody`, who may not read the admin key in our directories.
-    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    });
-    let user = if root {
-        vec!["-g".to_owned(), "user root;".to_owned()]
-    } else {
-        vec![]
-    };
-    let child = Command::new(&binary)
-        .arg("-p")
-        .arg(dir)
-        .arg("-c")
-        .arg(&conf)
-        .args(&user)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", binary.display()))?;
-    let mut nginx = Nginx {
-        pids: vec![child.id()],
-        child,
-        url: format!("https://{ip}:{port}"),
-        _prefix: prefix,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(Some(status)) = nginx.child.try_wait() {
-            let log = std::fs::read_to_string(nginx._prefix.path().join("error.log")).unwrap_or_default();
-            return Err(format!("nginx exited ({status}): {log}"));
-        }
-        let workers = children(nginx.child.id());
-        if std::net::TcpStream::connect((ip, port)).is_ok() && !workers.is_empty() {
-            nginx.pids.extend(workers);
-            return Ok(nginx);
-        }
-        if Instant::now() > deadline {
-            return Err("nginx did not start listening within 10 s".to_owned());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn median<T: Copy + PartialOrd>(values: impl Iterator<Item = T>) -> T {
     let mut values: Vec<T> = values.collect();
     values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
@@ -565,7 +387,15 @@ async fn run(settings: Settings) {
     .await;
 
     let b_addr = cluster.servers[1].1.local_addr();
-    let nginx = match start_nginx(cluster.pki(), &cluster.dir, b_addr, settings.http1) {
+    let pki_paths = certs::PkiPaths::new(&cluster.dir);
+    let upstream = nginx::Upstream {
+        address: b_addr.to_string(),
+        client_cert: &pki_paths.admin_cert,
+        client_key: &pki_paths.admin_key,
+        ca: &pki_paths.ca_cert,
+    };
+    let serving_ca = cluster.pki().authority(certs::Issuer::ClusterCa);
+    let nginx = match nginx::start(&upstream, serving_ca, !settings.http1) {
         Ok(nginx) => Some(nginx),
         Err(why) => {
             println!("nginx path skipped: {why}");

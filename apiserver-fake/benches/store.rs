@@ -1,10 +1,17 @@
 //! What the etcd backend costs beside the in-memory store, measured in one run on the same machine:
 //! create, get and update latency (p50/p99 at concurrency 1) and throughput (concurrency 16), a list of
-//! every object, and a watch fan-out (how long until every one of 100 watches has seen 1,000 writes).
+//! every object, and a watch fan-out (how long until every one of 100 watches has seen 1,000 writes),
+//! beside the same 1,000 sequential writes with no watch open (the write path alone: what the fan-out
+//! adds is the difference).
+//!
+//! etcd runs twice: on the disk (`/tmp`), where every write waits for etcd's WAL fsync, and with its data
+//! on tmpfs (`/dev/shm`), where fsync returns at once, as Kubernetes' scalability and integration jobs
+//! run it (etcd 3.5's `--unsafe-no-fsync` does the same; etcd 3.4, Debian's, lacks the flag). For the
+//! disk run the bench reads etcd's own `etcd_disk_wal_fsync_duration_seconds` over the writes.
 //!
 //! Run with: `cargo bench -p apiserver-fake --features etcd --bench store` (needs `etcd` on `PATH`; add
-//! `-- --quick` for a short run). Without the feature or etcd it measures the in-memory store only and
-//! says why.
+//! `-- --quick` for a short run, `-- --fan-out` for the fan-out lines only). Without the feature or etcd
+//! it measures the in-memory store only and says why.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +48,8 @@ struct Figures {
     update: (Duration, Duration),
     creates_per_second: f64,
     list: Duration,
+    /// `writes` sequential creates with no watch open.
+    writes_alone: Duration,
     fan_out: Duration,
 }
 
@@ -120,6 +129,31 @@ async fn measure(store: Arc<dyn Store>, n: usize, watchers: usize, writes: usize
     let list = start.elapsed();
     assert_eq!(items.len(), 2 * n);
 
+    let (writes_alone, fan_out) = fan_out(&store, watchers, writes).await;
+    Figures {
+        create,
+        get,
+        update,
+        creates_per_second,
+        list,
+        writes_alone,
+        fan_out,
+    }
+}
+
+/// `writes` sequential creates with no watch open, then `writes` more while `watchers` watches read
+/// them: the time of each (the second until every watch has every event).
+async fn fan_out(store: &Arc<dyn Store>, watchers: usize, writes: usize) -> (Duration, Duration) {
+    let resource = configmaps();
+    let start = Instant::now();
+    for i in 0..writes {
+        let key = ObjectKey::namespaced("alone", &format!("w-{i}"));
+        store
+            .create(&resource, &key, object(&key.name))
+            .await
+            .expect("create");
+    }
+    let writes_alone = start.elapsed();
     let from = store.current_revision().await.expect("revision");
     let mut streams = Vec::new();
     for _ in 0..watchers {
@@ -145,59 +179,225 @@ async fn measure(store: Arc<dyn Store>, n: usize, watchers: usize, writes: usize
     for reader in readers {
         assert_eq!(reader.await.expect("reader"), writes);
     }
-    let fan_out = start.elapsed();
-    Figures {
-        create,
-        get,
-        update,
-        creates_per_second,
-        list,
-        fan_out,
+    (writes_alone, start.elapsed())
+}
+
+/// A consistent list (`resourceVersion=""`) of `count` objects from the watch cache (etcd's current
+/// revision, then memory) beside the same list read straight from etcd: the median of five each.
+#[cfg(feature = "etcd")]
+async fn list_from_cache_and_etcd(etcd: Arc<dyn Store>, cached: Arc<dyn Store>, count: usize) {
+    let resource = configmaps();
+    let mut tasks = Vec::new();
+    for worker in 0..16 {
+        let etcd = etcd.clone();
+        let resource = resource.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (worker..count).step_by(16) {
+                let key = ObjectKey::namespaced("big", &format!("o-{i:05}"));
+                etcd.create(&resource, &key, object(&key.name))
+                    .await
+                    .expect("create");
+            }
+        }));
     }
+    for task in tasks {
+        task.await.expect("writer");
+    }
+    let median = |store: Arc<dyn Store>| {
+        let resource = resource.clone();
+        async move {
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let start = Instant::now();
+                let (items, _) = store.list(&resource, Some("big")).await.expect("list");
+                times.push(start.elapsed());
+                assert_eq!(items.len(), count);
+            }
+            times.sort();
+            times[2]
+        }
+    };
+    let from_cache = median(cached).await;
+    let from_etcd = median(etcd).await;
+    println!(
+        "list of {count} objects, resourceVersion=\"\": from the watch cache {} ms | straight from etcd {} ms",
+        ms(from_cache),
+        ms(from_etcd)
+    );
 }
 
 fn print(name: &str, f: &Figures, n: usize, watchers: usize, writes: usize) {
+    if f.create.0 > Duration::ZERO {
+        println!(
+            "{name:<12} create p50/p99 {} / {} ms | get {} / {} ms | update {} / {} ms | {:.0} creates/s at c=16 | list of {} in {} ms",
+            ms(f.create.0),
+            ms(f.create.1),
+            ms(f.get.0),
+            ms(f.get.1),
+            ms(f.update.0),
+            ms(f.update.1),
+            f.creates_per_second,
+            2 * n,
+            ms(f.list),
+        );
+    }
     println!(
-        "{name:<8} create p50/p99 {} / {} ms | get {} / {} ms | update {} / {} ms | {:.0} creates/s at c=16 | list of {} in {} ms | {watchers} watches × {writes} writes delivered in {} ms",
-        ms(f.create.0),
-        ms(f.create.1),
-        ms(f.get.0),
-        ms(f.get.1),
-        ms(f.update.0),
-        ms(f.update.1),
-        f.creates_per_second,
-        2 * n,
-        ms(f.list),
+        "{name:<12} {watchers} watches × {writes} writes delivered in {} ms | the {writes} writes alone {} ms | the fan-out adds {} ms",
         ms(f.fan_out),
+        ms(f.writes_alone),
+        ms(f.fan_out.saturating_sub(f.writes_alone)),
     );
+}
+
+/// The bench's knobs: `--quick` shrinks the counts, `--fan-out` measures the fan-out lines only.
+struct Settings {
+    n: usize,
+    watchers: usize,
+    writes: usize,
+    fan_out_only: bool,
+}
+
+/// Every figure of `store` (or only the fan-out's, after a list that starts a watch cache).
+async fn run(store: Arc<dyn Store>, settings: &Settings) -> Figures {
+    if !settings.fan_out_only {
+        return measure(store, settings.n, settings.watchers, settings.writes).await;
+    }
+    store.list(&configmaps(), Some("bench")).await.expect("list");
+    let (writes_alone, fan_out) = fan_out(&store, settings.watchers, settings.writes).await;
+    let zero = (Duration::ZERO, Duration::ZERO);
+    Figures {
+        create: zero,
+        get: zero,
+        update: zero,
+        creates_per_second: 0.0,
+        list: Duration::ZERO,
+        writes_alone,
+        fan_out,
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let (n, watchers, writes) = if quick { (200, 20, 200) } else { (2000, 100, 1000) };
-    let memory = measure(Arc::new(MemoryStore::new()), n, watchers, writes).await;
+    let settings = Settings {
+        n,
+        watchers,
+        writes,
+        fan_out_only: std::env::args().any(|a| a == "--fan-out"),
+    };
+    let memory = run(Arc::new(MemoryStore::new()), &settings).await;
     print("memory", &memory, n, watchers, writes);
     #[cfg(feature = "etcd")]
-    {
-        use apiserver_fake::cluster::etcd_process::EtcdProcess;
-        match EtcdProcess::shared() {
-            Ok(etcd) => {
-                let config = apiserver_fake::store::EtcdConfig {
-                    servers: vec![etcd.client_url().to_owned()],
-                    prefix: "/bench/registry".to_owned(),
-                };
-                let store = apiserver_fake::store::EtcdStore::connect(&config, Duration::from_secs(5))
-                    .await
-                    .expect("etcd answers");
-                let figures = measure(Arc::new(store), n, watchers, writes).await;
-                print("etcd", &figures, n, watchers, writes);
-            }
-            Err(why) => println!("etcd     skipped: {why}"),
-        }
-    }
+    etcd::measure_all(&settings).await;
     #[cfg(not(feature = "etcd"))]
     println!(
         "etcd     skipped: built without the `etcd` feature (cargo bench -p apiserver-fake --features etcd --bench store)"
     );
+}
+
+/// The etcd runs: on the disk, then on tmpfs; each plain and behind the watch cache.
+#[cfg(feature = "etcd")]
+mod etcd {
+    use super::*;
+    use apiserver_fake::cluster::etcd_process::EtcdProcess;
+    use apiserver_fake::store::{CachedStore, EtcdConfig, EtcdStore, WatchCacheSizes};
+
+    /// `(sum in seconds, count)` of etcd's WAL fsyncs so far, from its `/metrics`.
+    fn wal_fsyncs(client_url: &str) -> (f64, f64) {
+        use std::io::{Read as _, Write as _};
+        let addr = client_url.trim_start_matches("http://");
+        let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+            return (0.0, 0.0);
+        };
+        let _ = stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: etcd\r\n\r\n");
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (
+            value("etcd_disk_wal_fsync_duration_seconds_sum "),
+            value("etcd_disk_wal_fsync_duration_seconds_count "),
+        )
+    }
+
+    async fn connect(etcd: &EtcdProcess, prefix: &str) -> Arc<dyn Store> {
+        let config = EtcdConfig {
+            servers: vec![etcd.client_url().to_owned()],
+            prefix: prefix.to_owned(),
+        };
+        Arc::new(
+            EtcdStore::connect(&config, Duration::from_secs(5))
+                .await
+                .expect("etcd answers"),
+        )
+    }
+
+    /// The plain and the cached store on `etcd`, named `<label>` and `cached <label>`; returns the
+    /// cached store's backing store and itself.
+    async fn measure_on(
+        etcd: &EtcdProcess,
+        label: &str,
+        settings: &Settings,
+    ) -> (Arc<dyn Store>, Arc<dyn Store>) {
+        let (n, watchers, writes) = (settings.n, settings.watchers, settings.writes);
+        let fsyncs_before = wal_fsyncs(etcd.client_url());
+        let figures = run(connect(etcd, &format!("/bench/{label}/plain")).await, settings).await;
+        print(&format!("etcd {label}"), &figures, n, watchers, writes);
+        let fsyncs = wal_fsyncs(etcd.client_url());
+        let (sum, count) = (fsyncs.0 - fsyncs_before.0, fsyncs.1 - fsyncs_before.1);
+        if count > 0.0 {
+            println!(
+                "{:<12} etcd's WAL fsyncs over that run: {count:.0}, {:.3} ms each on average, {:.0} ms in all",
+                format!("etcd {label}"),
+                sum * 1000.0 / count,
+                sum * 1000.0
+            );
+        }
+        // The same behind kube-apiserver's watch cache, on a prefix of its own.
+        let inner = connect(etcd, &format!("/bench/{label}/cached")).await;
+        let cached: Arc<dyn Store> = Arc::new(CachedStore::new(inner.clone(), WatchCacheSizes::default()));
+        let figures = run(cached.clone(), settings).await;
+        print(&format!("cached {label}"), &figures, n, watchers, writes);
+        (inner, cached)
+    }
+
+    pub async fn measure_all(settings: &Settings) {
+        let disk = match EtcdProcess::shared() {
+            Ok(etcd) => etcd,
+            Err(why) => {
+                println!("etcd     skipped: {why}");
+                return;
+            }
+        };
+        let (inner, cached) = measure_on(disk, "disk", settings).await;
+        let tmpfs_dir = tempfile::Builder::new()
+            .prefix("kube-mvp-bench-etcd-")
+            .tempdir_in("/dev/shm");
+        match tmpfs_dir {
+            Ok(dir) => {
+                match EtcdProcess::start(
+                    &dir.path().join("data"),
+                    std::net::Ipv4Addr::LOCALHOST,
+                    0,
+                    Some(&dir.path().join("etcd.log")),
+                    true,
+                ) {
+                    Ok(etcd) => {
+                        measure_on(&etcd, "tmpfs", settings).await;
+                    }
+                    Err(why) => println!("etcd on tmpfs skipped: {why}"),
+                }
+            }
+            Err(why) => println!("etcd on tmpfs skipped: no /dev/shm ({why})"),
+        }
+        if !settings.fan_out_only {
+            let quick = std::env::args().any(|a| a == "--quick");
+            let big = if quick { 1_000 } else { 10_000 };
+            list_from_cache_and_etcd(inner, cached, big).await;
+        }
+    }
 }

@@ -6,7 +6,7 @@ Usage: python3 apiserver-fake/catalog/generate.py <kube-apis-dir> [<output-dir>]
 <kube-apis-dir> holds v1.28.json ... v1.36.json (schema: its README.md). The output (default: this
 script's folder, apiserver-fake/catalog) keeps only what a server needs, in a compact layout read by
 apiserver-fake/src/api/catalog/table.rs. With --check nothing is written: the script exits 1 when a
-committed table differs from what the data gives (`just check-generated KUBE_APIS=<dir>`).
+committed table differs from what the data gives (`just check-generated <dir>`).
 
   {"kubernetesVersion": "1.36",
    "groups": [{"name": "" | "apps" | ...,                       # server order (/api first, then /apis)
@@ -155,11 +155,19 @@ def render(minor, groups):
 
 
 def main():
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        return
+    unknown = [a for a in sys.argv[1:] if a.startswith("-") and a != "--check"]
+    if unknown:
+        sys.exit(f"generate.py: unknown option {unknown[0]} (see --help)")
     args = [a for a in sys.argv[1:] if a != "--check"]
     check = len(args) < len(sys.argv) - 1
     if len(args) not in (1, 2):
-        sys.exit(__doc__)
+        sys.exit("usage: generate.py <kube-apis-dir> [<output-dir>] [--check] (see --help)")
     src = args[0]
+    if not os.path.isfile(os.path.join(src, f"v1.{FIRST}.json")):
+        sys.exit(f"generate.py: {src} holds no v1.{FIRST}.json: not a kube-apis data folder")
     out_dir = args[1] if len(args) == 2 else os.path.dirname(os.path.abspath(__file__))
     stale = []
     tables = {minor: load(src, minor) for minor in range(FIRST, LAST + 1)}

@@ -2,8 +2,13 @@
 """Generate apiserver-fake's OpenAPI schema tables (apiserver-fake/catalog/openapi.json) from the kubernetes-validate package.
 
 Usage:
-    pip download kubernetes-validate==1.37.0 --no-deps -d /tmp/kv && unzip -q /tmp/kv/*.whl -d /tmp/kv/x
-    python3 apiserver-fake/catalog/generate_openapi.py /tmp/kv/x/kubernetes_validate/kubernetes-json-schema [<output>]
+    python3 -m pip install kubernetes-validate==1.37.0
+    python3 apiserver-fake/catalog/generate_openapi.py [<schema-dir> [<output>]] [--check]
+
+<schema-dir> defaults to the installed package's `kubernetes-json-schema` folder (or, without installing:
+`pip download kubernetes-validate==1.37.0 --no-deps -d /tmp/kv && unzip -q /tmp/kv/*.whl -d /tmp/kv/x`, then
+/tmp/kv/x/kubernetes_validate/kubernetes-json-schema). With --check nothing is written: the script exits 1
+when the committed table differs from what the schemas give.
 
 kubernetes-validate carries, per Kubernetes version, the definitions of kube-apiserver's OpenAPI document
 as JSON Schema (`v1.NN.0-local/_definitions.json`). This script turns them back into OpenAPI v2 schema
@@ -22,6 +27,8 @@ import os
 import sys
 
 FIRST, LAST = 28, 36
+# The kubernetes-validate release the committed tables come from.
+PINNED = "1.37.0"
 
 # JSON Schema has no int-or-string; kube-apiserver's OpenAPI describes these two as strings.
 SPECIAL = {
@@ -65,10 +72,34 @@ def convert(schema, top_level_kind=False):
     return out
 
 
+def installed_schemas():
+    """The installed kubernetes-validate's schema folder (it must be 1.37.0, the pinned input)."""
+    try:
+        import kubernetes_validate
+        from importlib.metadata import version
+    except ImportError:
+        sys.exit("generate_openapi.py: no schema folder given and kubernetes-validate is not installed "
+                 "(python3 -m pip install kubernetes-validate==1.37.0)")
+    if version("kubernetes-validate") != PINNED:
+        sys.exit(f"generate_openapi.py: kubernetes-validate {version('kubernetes-validate')} is installed, "
+                 f"the tables come from {PINNED} (python3 -m pip install kubernetes-validate=={PINNED})")
+    return os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema")
+
+
 def main():
-    source = sys.argv[1]
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        return
+    check = "--check" in sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a != "--check"]
+    if any(a.startswith("-") for a in args) or len(args) > 2:
+        sys.exit("usage: generate_openapi.py [<schema-dir> [<output>]] [--check] (see --help)")
+    source = args[0] if args else installed_schemas()
+    if not os.path.isfile(os.path.join(source, f"v1.{FIRST}.0-local", "_definitions.json")):
+        sys.exit(f"generate_openapi.py: {source} holds no v1.{FIRST}.0-local/_definitions.json: "
+                 "not kubernetes-validate's schema folder")
     here = os.path.dirname(os.path.abspath(__file__))
-    output = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "openapi.json")
+    output = args[1] if len(args) > 1 else os.path.join(here, "openapi.json")
     spans = {}  # name -> [{"from", "to", "schema"}], in minor order
     for minor in range(FIRST, LAST + 1):
         path = os.path.join(source, f"v1.{minor}.0-local", "_definitions.json")
@@ -81,9 +112,15 @@ def main():
                 history[-1]["to"] = minor
             else:
                 history.append({"from": minor, "to": minor, "schema": converted})
-    with open(output, "w") as f:
-        json.dump({"definitions": spans}, f, sort_keys=True, separators=(",", ":"))
-        f.write("\n")
+    text = json.dumps({"definitions": spans}, sort_keys=True, separators=(",", ":")) + "\n"
+    if check:
+        with open(output, encoding="utf-8") as f:
+            if f.read() != text:
+                sys.exit(f"{output} is out of date: rerun without --check")
+        print(f"{output} is up to date")
+        return
+    with open(output, "w", encoding="utf-8") as f:
+        f.write(text)
     variants = sum(len(h) for h in spans.values())
     print(f"{output}: {len(spans)} definitions, {variants} variants over 1.{FIRST}-1.{LAST}", file=sys.stderr)
 

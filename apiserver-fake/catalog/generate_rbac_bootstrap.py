@@ -161,6 +161,9 @@ def upstream_shape(committed, directory):
 def main():
     with open(OUTPUT, encoding="utf-8") as f:
         committed_text = f.read()
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        return
     if sys.argv[1:] == ["--self-test"]:
         with tempfile.TemporaryDirectory() as directory:
             release = upstream_shape(json.loads(committed_text), directory)
@@ -175,8 +178,10 @@ def main():
         release = args[args.index("--kubernetes") + 1]
         del args[args.index("--kubernetes"):args.index("--kubernetes") + 2]
     args = [a for a in args if a != "--check"]
-    if len(args) != 1:
-        sys.exit(__doc__)
+    if len(args) != 1 or args[0].startswith("-"):
+        sys.exit("usage: generate_rbac_bootstrap.py <testdata-dir> [--kubernetes X.Y] [--check] | --self-test (see --help)")
+    if not os.path.isfile(os.path.join(args[0], "cluster-roles.yaml")):
+        sys.exit(f"generate_rbac_bootstrap.py: {args[0]} holds no cluster-roles.yaml: not upstream's bootstrap-policy testdata")
     text = generate(args[0], release)
     if check:
         if text != committed_text:

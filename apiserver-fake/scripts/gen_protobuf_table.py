@@ -450,4 +450,11 @@ def main():
 
 
 if __name__ == '__main__':
+    if any(a in ('-h', '--help') for a in sys.argv[1:]):
+        print(__doc__)
+        sys.exit(0)
+    _unknown = [a for i, a in enumerate(sys.argv[1:], 1)
+                if a not in ('--check', '-v', '--registry') and sys.argv[i - 1] != '--registry']
+    if _unknown:
+        sys.exit(f'gen_protobuf_table.py: unexpected argument {_unknown[0]} (see --help)')
     main()

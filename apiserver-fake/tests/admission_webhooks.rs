@@ -9,17 +9,14 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use serde_json::{Value, json};
 use support::demo::Demo;
+use support::https::HttpsServer;
 use support::{kubectl, kubectl_available};
 
 /// The requests each path of the webhook server received (path → AdmissionReview requests).
@@ -30,58 +27,32 @@ struct WebhookServer {
     port: u16,
     ca_bundle: String,
     calls: Calls,
-    _runtime: tokio::runtime::Runtime,
+    _server: HttpsServer,
 }
 
 impl WebhookServer {
     fn start() -> Self {
-        let ca = certs::CertificateAuthority::new_self_signed("webhook-ca").expect("CA");
-        let serving = ca
-            .issue_serving_cert(
-                "admission",
-                &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
-                &["admission.webhooks.svc".to_owned()],
-            )
-            .expect("serving cert");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("protocols")
-            .with_no_client_auth()
-            .with_single_cert(vec![serving.cert_der()], serving.key_der())
-            .expect("server config");
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Runtime::new().expect("runtime");
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
         let calls = Calls::default();
         let recorded = calls.clone();
-        runtime.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (acceptor, calls) = (acceptor.clone(), recorded.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |req| serve(req, calls.clone()));
-                    let _ =
-                        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                            .await;
-                });
+        let server = HttpsServer::start("admission.webhooks.svc", move |path, body| {
+            let calls = recorded.clone();
+            async move {
+                let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let request = review["request"].clone();
+                calls
+                    .lock()
+                    .expect("calls")
+                    .entry(path.clone())
+                    .or_default()
+                    .push(request.clone());
+                answer(&path, &request).await
             }
         });
         Self {
-            port,
-            ca_bundle: data_encoding::BASE64.encode(ca.cert().cert_pem().as_bytes()),
+            port: server.port,
+            ca_bundle: server.ca_bundle.clone(),
             calls,
-            _runtime: runtime,
+            _server: server,
         }
     }
 
@@ -109,32 +80,6 @@ impl WebhookServer {
             })
             .unwrap_or_default()
     }
-}
-
-async fn serve(
-    req: Request<Incoming>,
-    calls: Calls,
-) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let path = req.uri().path().to_owned();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let request = review["request"].clone();
-    calls
-        .lock()
-        .expect("calls")
-        .entry(path.clone())
-        .or_default()
-        .push(request.clone());
-    let reply = answer(&path, &request).await;
-    Ok(Response::builder()
-        .header("content-type", "application/json")
-        .body(Full::new(reply))
-        .expect("response"))
 }
 
 /// The webhook's behaviour by path.

@@ -314,6 +314,56 @@ mod with_etcd {
         assert_eq!(live.event_type, WatchEventType::Modified);
     }
 
+    /// The watch cache's contract with the store (docs/decisions.md §21): a progress notification of a
+    /// [`Store::watch_progress`] watch says every change up to its revision was delivered, so none may
+    /// come before an event at or below its revision. A watch from an older revision is one etcd
+    /// catches up in the background; etcd before 3.4.25 answered a `ProgressRequest` at once with its
+    /// current revision, ahead of those events (etcd-io/etcd#15220). On such an etcd the store must
+    /// offer no progress requests at all (upstream's `RequestWatchProgress` version check).
+    #[tokio::test]
+    async fn progress_notifications_never_overtake_events() {
+        let Some(etcd) = private_etcd() else { return };
+        let store = open(&etcd, "/progress/registry").await;
+        let first = store
+            .create(&jobs(), &ObjectKey::namespaced("a", "j-000"), job("j-000"))
+            .await
+            .unwrap();
+        for i in 1..50 {
+            let name = format!("j-{i:03}");
+            store
+                .create(&jobs(), &ObjectKey::namespaced("a", &name), job(&name))
+                .await
+                .unwrap();
+        }
+        let watch = store.watch_progress(&jobs(), rv(&first) - 1).await.unwrap();
+        if let Some(request) = &watch.request_progress {
+            for _ in 0..5 {
+                request.send(()).expect("the watch runs");
+            }
+        }
+        let mut events = watch.events;
+        let (mut delivered, mut seen) = (0u64, Vec::new());
+        while delivered < 50 {
+            let event = tokio::time::timeout(Duration::from_secs(10), events.next())
+                .await
+                .expect("the watch catches up")
+                .expect("the watch runs")
+                .expect("an event");
+            seen.push((event.event_type, event.revision));
+            if event.event_type == WatchEventType::Bookmark {
+                assert!(
+                    event.revision < rv(&first) + delivered,
+                    "a progress notification at {} after {delivered} of 50 events from {}: {seen:?}",
+                    event.revision,
+                    rv(&first)
+                );
+            } else {
+                assert_eq!(event.revision, rv(&first) + delivered, "{seen:?}");
+                delivered += 1;
+            }
+        }
+    }
+
     /// gRPC's default receive limit is 4 MiB; kube-apiserver's etcd client takes up to 2 GiB.
     #[tokio::test]
     async fn lists_larger_than_grpcs_default_message_limit_are_read() {

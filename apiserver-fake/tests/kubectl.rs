@@ -94,21 +94,6 @@ async fn kubectl_creates_lists_and_deletes_jobs_through_the_server_without_batch
     );
 }
 
-#[test]
-fn kubectl_client_version_reads_vendor_minor_versions_and_rejects_other_output() {
-    let json = br#"{"clientVersion": {"major": "1", "minor": "32+", "gitVersion": "v1.32.4-x"}}"#;
-    assert_eq!(support::kubectl_client_version(json), Some((1, 32)));
-    assert_eq!(
-        support::kubectl_client_version(br#"{"clientVersion": {"major": "1", "minor": "20"}}"#),
-        Some((1, 20))
-    );
-    assert_eq!(support::kubectl_client_version(b"Client Version: v1.32.4"), None);
-    assert_eq!(
-        support::kubectl_client_version(br#"{"clientVersion": {"major": "1", "minor": "+"}}"#),
-        None
-    );
-}
-
 /// `kubectl apply --server-side` of a ConfigMap with `data: {}`, then with `data: {k1: new}` by the same
 /// manager: the data is there in the answer and afterwards (the empty map applied first once made the
 /// second apply prune `data`).

@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use http::{Method, StatusCode, header};
@@ -308,20 +307,7 @@ async fn kubectl_api_resources_through_a_server_lacking_batch_lists_batch() {
     let kubeconfig = cluster.dir.join("a.kubeconfig");
     let run = |args: &'static [&'static str]| {
         let kubeconfig = kubeconfig.clone();
-        tokio::task::spawn_blocking(move || {
-            let output = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args(args)
-                .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
-                .output()
-                .expect("kubectl runs");
-            (
-                output.status.success(),
-                String::from_utf8_lossy(&output.stdout).into_owned(),
-                String::from_utf8_lossy(&output.stderr).into_owned(),
-            )
-        })
+        tokio::task::spawn_blocking(move || support::kubectl(&kubeconfig, args))
     };
     let (ok, out, err) = run(&["api-resources", "--api-group=batch", "-o", "name"])
         .await

@@ -5,18 +5,11 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use support::demo::{Demo, server};
-use support::kubectl_available;
-
-/// Runs `kubectl args…` with `kubeconfig`; its stdout, after asserting it succeeded.
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let (succeeded, stdout, stderr) = support::kubectl(kubeconfig, args);
-    assert!(succeeded, "kubectl {args:?}: {stderr}");
-    stdout
-}
+use support::{kubectl_available, kubectl_ok as kubectl};
 
 /// kubectl's table split into cells: each column starts where its header does (kubectl pads cells
 /// to the header's offsets), so empty cells survive. The first row is the header.
@@ -278,26 +271,19 @@ spec:
     )
     .expect("CRD file");
     kubectl(&kubeconfig, &["apply", "-f", crd.to_str().expect("utf-8 path")]);
-    // Discovery and the OpenAPI documents follow the CRD shortly; retry until kubectl sees both.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let explained = loop {
-        let output = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["explain", "crontabs.spec"])
-            .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
-            .output()
-            .expect("kubectl runs");
-        if output.status.success() {
-            break String::from_utf8_lossy(&output.stdout).into_owned();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "kubectl explain crontabs.spec: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    };
+    // Discovery and the OpenAPI documents follow the CRD shortly; poll until kubectl sees both.
+    let explained = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime")
+        .block_on(support::eventually(
+            "kubectl explain crontabs.spec to describe the CRD",
+            std::time::Duration::from_secs(20),
+            || async {
+                let (ok, stdout, _) = support::kubectl(&kubeconfig, &["explain", "crontabs.spec"]);
+                ok.then_some(stdout)
+            },
+        ));
     for expected in [
         "GROUP:      stable.example.com",
         "KIND:       CronTab",

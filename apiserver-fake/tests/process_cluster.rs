@@ -160,7 +160,11 @@ mod with_etcd {
                 }
             }));
         }
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        // Kill once the load is under way (more than 10 writes acknowledged), however slow the machine.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while acknowledged.lock().unwrap().len() <= 10 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         for name in ["a", "b"] {
             kill(Pid::from_raw(pid_of(server(&manifest, name))), Signal::SIGKILL).unwrap();
         }

@@ -48,3 +48,290 @@ fn admission_policies_deny_and_warn_with_kubectl() {
 
     insta::assert_snapshot!("admission_policy_kubectl", transcript.join("\n"));
 }
+
+/// A policy with `matchConditions` (only labelled ConfigMaps) and `variables` (each seeing the ones
+/// before it, used by a validation and its message expression); and one whose condition fails, under
+/// `failurePolicy: Fail`.
+const CONDITIONS_AND_VARIABLES: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: few-keys}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [configmaps]}
+  matchConditions:
+  - {name: checked, expression: \"has(object.metadata.labels) && 'checked' in object.metadata.labels\"}
+  variables:
+  - {name: keys, expression: \"has(object.data) ? size(object.data) : 0\"}
+  - {name: tooMany, expression: \"variables.keys > 1\"}
+  validations:
+  - {expression: \"!variables.tooMany\", messageExpression: \"'has ' + string(variables.keys) + ' keys, at most 1 allowed'\"}
+  - {expression: \"!has(object.data.address) || isIP(object.data.address) || isCIDR(object.data.address)\", message: 'address is no IP or CIDR'}
+  - {expression: \"!has(object.data.memory) || isQuantity(object.data.memory)\", message: 'memory is no quantity'}
+  - {expression: \"!has(object.data.address) || !isCIDR(object.data.address) || cidr('10.0.0.0/8').containsCIDR(object.data.address)\", message: 'network outside 10.0.0.0/8'}
+  - {expression: \"!has(object.data.address) || !isIP(object.data.address) || !ip(object.data.address).isLoopback()\", message: 'loopback address'}
+  - {expression: \"!has(object.data.memory) || !isQuantity(object.data.memory) || quantity(object.data.memory).isLessThan(quantity('2Gi'))\", message: 'memory is 2Gi or more'}
+  - {expression: \"!has(object.data.endpoint) || (isURL(object.data.endpoint) && url(object.data.endpoint).getScheme() == 'https')\", message: 'endpoint is no https URL'}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: few-keys}
+spec: {policyName: few-keys, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: broken}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [secrets]}
+  matchConditions:
+  - {name: broken, expression: \"object.nothing == 1\"}
+  validations:
+  - {expression: \"true\"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: broken}
+spec: {policyName: broken, validationActions: [Deny]}
+";
+
+#[test]
+fn match_conditions_and_variables_with_kubectl() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, CONDITIONS_AND_VARIABLES).expect("policies");
+    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
+    assert!(applied, "{err}");
+    let create = |name: &str, labels: &str| {
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &file,
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{{labels}}}}}\ndata: {{a: '1', b: '2'}}\n"),
+        )
+        .expect("configmap");
+        kubectl(&a, &["create", "-f", &file.to_string_lossy()])
+    };
+    let mut transcript = Vec::new();
+
+    // The condition does not hold: the policy is not applied, two keys are fine.
+    let (created, _, err) = create("unchecked", "team: web");
+    assert!(created, "{err}");
+    // It holds: the variables count the keys, the validation refuses, with the message expression's text.
+    let (created, _, denied) = create("checked", "checked: 'yes'");
+    assert!(!created, "two keys in a checked ConfigMap");
+    transcript.push(format!(
+        "$ kubectl create -f checked.yaml\n{}",
+        denied.replace(&dir.path().display().to_string(), "[dir]")
+    ));
+    // Kubernetes' CEL checks: `isIP`, `isCIDR`, `isQuantity`, and the `cidr()`, `ip()`, `quantity()` and
+    // `url()` values.
+    for (name, data, admitted) in [
+        ("cidr", "address: 10.0.0.0/8", true),
+        ("ip", "address: fd00::1", true),
+        ("bad-ip", "address: 10.0.0.300", false),
+        ("outside", "address: 192.168.0.0/16", false),
+        ("loopback", "address: 127.0.0.1", false),
+        ("memory", "memory: 1Gi", true),
+        ("bad-memory", "memory: 1 GB", false),
+        ("much-memory", "memory: 2048Mi", false),
+        ("https", "endpoint: 'https://example.com/x'", true),
+        ("http", "endpoint: 'http://example.com/x'", false),
+    ] {
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &file,
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{checked: 'yes'}}}}\ndata: {{{data}}}\n"),
+        )
+        .expect("configmap");
+        let (created, _, err) = kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
+        assert_eq!(created, admitted, "{name}: {err}");
+        if !admitted {
+            transcript.push(format!(
+                "$ kubectl create -f {name}.yaml\n{}",
+                err.replace(&dir.path().display().to_string(), "[dir]")
+            ));
+        }
+    }
+    // A condition that fails to evaluate, under failurePolicy Fail: the request is refused.
+    let (created, _, failed) = kubectl(&a, &["create", "secret", "generic", "s", "--from-literal=a=b"]);
+    assert!(!created, "the broken policy's condition fails closed");
+    transcript.push(format!(
+        "$ kubectl create secret generic s --from-literal=a=b\n{failed}"
+    ));
+    insta::assert_snapshot!("admission_policy_conditions_variables", transcript.join("\n"));
+}
+
+/// Policies with parameters: `secret-keys` takes the ConfigMap `limits` by name (`Deny` when it is
+/// missing) and publishes an audit annotation from it, its binding also auditing failures; `service-account-labels` takes every ConfigMap
+/// labelled `role: sa-limit` (`Allow` when there is none), one evaluation each.
+const PARAMS: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: secret-keys}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [secrets]}
+  validations:
+  - expression: \"!has(object.data) || size(object.data) <= int(params.data.max)\"
+    messageExpression: \"'at most ' + params.data.max + ' keys'\"
+  auditAnnotations:
+  - {key: limit, valueExpression: \"params.data.max\"}
+  - {key: nothing, valueExpression: \"null\"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: secret-keys}
+spec:
+  policyName: secret-keys
+  validationActions: [Deny, Audit]
+  paramRef: {name: limits, namespace: default, parameterNotFoundAction: Deny}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: service-account-labels}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [serviceaccounts]}
+  validations:
+  - expression: \"has(object.metadata.labels) && params.data.label in object.metadata.labels\"
+    messageExpression: \"'missing label ' + params.data.label\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: service-account-labels}
+spec:
+  policyName: service-account-labels
+  validationActions: [Deny]
+  paramRef:
+    selector: {matchLabels: {role: sa-limit}}
+    parameterNotFoundAction: Allow
+";
+
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: \"\", resources: [secrets]}]
+- level: None
+";
+
+#[test]
+fn params_and_audit_annotations_with_kubectl() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (audit_policy, log) = (dir.path().join("audit.yaml"), dir.path().join("audit/a.log"));
+    std::fs::write(&audit_policy, AUDIT_POLICY).expect("audit policy");
+    let config = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "servers:\n- name: a\n  version: \"1.36\"\n  flags: {{audit-policy-file: {}, audit-log-path: {}}}\nlb: none\n",
+            audit_policy.display(),
+            log.display()
+        ),
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let mut demo = Demo::start(dir.path(), &["--config", &config, "--no-controller-manager"]);
+    demo.wait_for_manifest(dir.path());
+    let a = dir.path().join("a.kubeconfig");
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, PARAMS).expect("policies");
+    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
+    assert!(applied, "{err}");
+    let mut transcript = Vec::new();
+    let mut run = |args: &[&str], admitted: bool| {
+        let (ok, _, err) = kubectl(&a, args);
+        assert_eq!(ok, admitted, "{args:?}: {err}");
+        if !admitted {
+            transcript.push(format!("$ kubectl {}\n{err}", args.join(" ")));
+        }
+    };
+
+    // No `limits` yet: `Deny` refuses; then its limit applies.
+    run(
+        &["create", "secret", "generic", "s0", "--from-literal=a=1"],
+        false,
+    );
+    run(&["create", "configmap", "limits", "--from-literal=max=1"], true);
+    run(&["create", "secret", "generic", "s1", "--from-literal=a=1"], true);
+    run(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "s2",
+            "--from-literal=a=1",
+            "--from-literal=b=2",
+        ],
+        false,
+    );
+
+    // No labelled ConfigMap: `Allow`, nothing evaluated; then one evaluation per parameter.
+    run(&["create", "serviceaccount", "first"], true);
+    run(
+        &["create", "configmap", "team", "--from-literal=label=team"],
+        true,
+    );
+    run(&["label", "configmap", "team", "role=sa-limit"], true);
+    run(&["create", "configmap", "env", "--from-literal=label=env"], true);
+    run(&["label", "configmap", "env", "role=sa-limit"], true);
+    let sa = dir.path().join("sa.yaml");
+    std::fs::write(
+        &sa,
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: second, labels: {team: web}}\n",
+    )
+    .expect("sa");
+    run(&["create", "-f", &sa.to_string_lossy()], false);
+    let sa_text = std::fs::read_to_string(&sa)
+        .expect("sa")
+        .replace("team: web", "team: web, env: prod");
+    std::fs::write(&sa, sa_text).expect("sa");
+    run(&["create", "-f", &sa.to_string_lossy()], true);
+    drop(demo);
+
+    let transcript = transcript
+        .join("\n")
+        .replace(&dir.path().display().to_string(), "[dir]");
+    insta::assert_snapshot!("admission_policy_params", transcript);
+
+    // The admitted Secret's audit event carries `secret-keys/limit`, and no `secret-keys/nothing`.
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .expect("the audit log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON event per line"))
+        .collect();
+    let created = events
+        .iter()
+        .find(|e| e["verb"] == "create" && e["responseStatus"]["code"] == 201)
+        .unwrap_or_else(|| panic!("the create of s1 in {events:?}"));
+    assert_eq!(created["annotations"]["secret-keys/limit"], "1", "{created}");
+    assert!(
+        created["annotations"].get("secret-keys/nothing").is_none(),
+        "{created}"
+    );
+    // The refused one also carries the `Audit` action's failure.
+    let refused = events
+        .iter()
+        .find(|e| e["verb"] == "create" && e["responseStatus"]["code"] == 422)
+        .unwrap_or_else(|| panic!("the create of s2 in {events:?}"));
+    assert_eq!(
+        refused["annotations"]["validation.policy.admission.k8s.io/validation_failure"],
+        r#"[{"message":"at most 1 keys","policy":"secret-keys","binding":"secret-keys","expressionIndex":0,"validationActions":["Deny","Audit"]}]"#,
+        "{refused}"
+    );
+}

@@ -33,6 +33,7 @@ pub mod controllers;
 pub mod discovery;
 pub mod queue;
 pub mod serving;
+mod sparse_maps;
 
 use std::collections::BTreeSet;
 use std::future::Future;

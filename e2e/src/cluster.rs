@@ -37,7 +37,8 @@ use mvp_core::PeerResolutionMode;
 
 use crate::client::{ClientIdentity, HttpsClient};
 use crate::error::{FixtureError, Result};
-use crate::kubectl::Kubectl;
+use crate::exchange::redact_text;
+use kube_mvp_testing::Kubectl;
 
 /// A bearer token every server of a fixture cluster accepts, for user `admin` (UID `admin-uid`) in
 /// `system:masters`.
@@ -683,7 +684,8 @@ impl TestCluster {
     /// installed.
     pub fn balancer_kubectl(&self) -> Result<Option<Kubectl>> {
         let kubeconfig = self.balancer_kubeconfig()?;
-        Ok(Kubectl::find().map(|binary| Kubectl::new(binary, kubeconfig, self.dir())))
+        Ok(Kubectl::find()
+            .map(|binary| Kubectl::new(binary, kubeconfig, self.dir()).with_output_filter(redact_text)))
     }
 
     async fn start_server(&self, builder: &ServerBuilder, ip: Ipv4Addr) -> Result<RunningServer> {
@@ -834,7 +836,8 @@ impl TestCluster {
     /// kubectl for server `name`, or `None` (with the reason printed) when kubectl is not installed.
     pub fn kubectl(&self, name: &str) -> Result<Option<Kubectl>> {
         let kubeconfig = self.kubeconfig(name)?;
-        Ok(Kubectl::find().map(|binary| Kubectl::new(binary, kubeconfig, self.dir())))
+        Ok(Kubectl::find()
+            .map(|binary| Kubectl::new(binary, kubeconfig, self.dir()).with_output_filter(redact_text)))
     }
 
     /// Stops server `name` the way a crash does: it vanishes without cleaning up what it published

@@ -95,15 +95,10 @@ fn which(binary: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// The workspace's `apiserver-fake` binary next to the running test's own directory
-/// (`target/debug/apiserver-fake`), when it exists and was built with the `etcd` feature.
+/// The `apiserver-fake` binary the shared fixture finds ([`kube_mvp_testing::binary::find`]: in this
+/// workspace `target/debug/apiserver-fake`), when it was built with the `etcd` feature.
 pub fn fake_binary() -> std::result::Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| "cannot locate the target directory".to_owned())?;
-    let binary = profile_dir.join("apiserver-fake");
+    let binary = kube_mvp_testing::binary::find().map_err(|e| e.to_string())?;
     let version = std::process::Command::new(&binary)
         .arg("--version")
         .output()

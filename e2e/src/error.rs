@@ -75,9 +75,9 @@ pub enum FixtureError {
     /// The store the cluster was asked to run on (`KUBE_MVP_STORE`) is not available.
     #[error("store: {0}")]
     Store(String),
-    /// kubectl could not be run at all.
-    #[error("kubectl: {0}")]
-    Kubectl(String),
+    /// The shared harness (kubectl, polling: [`kube_mvp_testing`]) failed.
+    #[error(transparent)]
+    Testing(#[from] kube_mvp_testing::Error),
     /// A Python client script could not be run, failed, or printed no JSON.
     #[error("python: {0}")]
     Python(String),

@@ -44,8 +44,9 @@
 //! ```
 //!
 //! Modules: [`cluster`] (the fixture), [`client`] (HTTPS client), [`exchange`] (snapshot type and
-//! redactions), [`kubectl`] (the real kubectl, optional), [`python`] (the official Python client,
-//! optional), [`eventually`] (polling with deadlines).
+//! redactions), [`kubectl`] (the real kubectl, optional; from
+//! [`kube_mvp_testing`]), [`python`] (the official Python client, optional), [`eventually()`] (polling
+//! with deadlines, from [`kube_mvp_testing`]).
 #![deny(missing_docs)]
 
 pub mod client;
@@ -53,9 +54,7 @@ pub mod cluster;
 #[cfg(feature = "containers")]
 pub mod containers;
 pub mod error;
-pub mod eventually;
 pub mod exchange;
-pub mod kubectl;
 pub mod python;
 
 pub use client::{ClientIdentity, ExchangeRequest, HttpsClient};
@@ -64,9 +63,9 @@ pub use cluster::{
     STORE_ENV, ServerBuilder, StoreBackend, TestCluster,
 };
 pub use error::{FixtureError, Result};
-pub use eventually::eventually;
 pub use exchange::{Exchange, ExchangeBody, redact_json, redact_text};
-pub use kubectl::{Kubectl, KubectlOutput};
+// The shared harness (one kubectl runner, one `eventually`) is the published fixture's.
+pub use kube_mvp_testing::{Kubectl, KubectlOutput, eventually, kubectl};
 pub use mvp_core::PeerResolutionMode;
 pub use python::PythonClient;
 

@@ -335,7 +335,7 @@ mod with_docker {
             );
         }
         let kubeconfig = dir.path().join("cluster.kubeconfig");
-        let through = e2e::Kubectl::new(kubectl, kubeconfig, dir.path());
+        let through = e2e::Kubectl::new(kubectl, kubeconfig, dir.path()).with_output_filter(e2e::redact_text);
         let mut versions = std::collections::BTreeSet::new();
         for _ in 0..9 {
             let out = through

@@ -11,7 +11,7 @@ use crate::resolve::{LocalServedResources, PeerChooser, PeerEndpoints, PeerResol
 pub const PEER_PROXIED_HEADER: &str = "x-kubernetes-peer-proxied";
 /// The header name used by the KEP text; honoured on receipt so that no pairing of
 /// implementations can loop (docs/decisions.md §3). Never sent.
-pub const REROUTED_HEADER: &str = "x-kubernetes-apiserver-rerouted";
+pub(crate) const REROUTED_HEADER: &str = "x-kubernetes-apiserver-rerouted";
 
 /// Which upstream generation's peer-resolution semantics to apply (docs/decisions.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,7 +27,7 @@ pub enum PeerResolutionMode {
 
 /// Why a request is handled by the local handler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LocalReason {
+pub(crate) enum LocalReason {
     /// Not a resource request (discovery, `/healthz`, ...).
     NonResourceRequest,
     /// Carries the loop-prevention header: it was proxied once already.
@@ -42,7 +42,7 @@ pub enum LocalReason {
 
 /// The outcome of the decision procedure.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Hand the request to the local (inner) handler.
     Local(LocalReason),
     /// Proxy the request to `endpoint` (`host:port`) of server `peer_id`.
@@ -63,7 +63,7 @@ pub enum Decision {
 /// Whether a request was already proxied by a peer: the *first* `x-kubernetes-peer-proxied`
 /// value is exactly `true` (Go's `Header.Get(..) == "true"`), or the KEP's
 /// `X-Kubernetes-APIServer-Rerouted` header's first value is `true`.
-pub fn already_proxied(headers: &HeaderMap) -> bool {
+pub(crate) fn already_proxied(headers: &HeaderMap) -> bool {
     [PEER_PROXIED_HEADER, REROUTED_HEADER]
         .into_iter()
         .any(|name| headers.get(name).is_some_and(|v| v.as_bytes() == b"true"))
@@ -71,7 +71,7 @@ pub fn already_proxied(headers: &HeaderMap) -> bool {
 
 /// The seams the decision reads, bundled.
 #[derive(Clone, Copy)]
-pub struct DecisionInputs<'a> {
+pub(crate) struct DecisionInputs<'a> {
     /// Resolution semantics.
     pub mode: PeerResolutionMode,
     /// What this server serves.
@@ -85,7 +85,7 @@ pub struct DecisionInputs<'a> {
 }
 
 /// Runs docs/mvp-behaviour.md §1.3 steps 2–9 for a request whose RequestInfo is known.
-pub fn decide(info: &RequestInfo, headers: &HeaderMap, inputs: DecisionInputs<'_>) -> Decision {
+pub(crate) fn decide(info: &RequestInfo, headers: &HeaderMap, inputs: DecisionInputs<'_>) -> Decision {
     if !info.is_resource_request {
         return Decision::Local(LocalReason::NonResourceRequest);
     }
@@ -104,7 +104,7 @@ pub fn decide(info: &RequestInfo, headers: &HeaderMap, inputs: DecisionInputs<'_
 }
 
 /// Steps 6–9: local capability, capable peers, address resolution, random choice.
-pub fn decide_for_gvr(gvr: &GroupVersionResource, inputs: DecisionInputs<'_>) -> Decision {
+pub(crate) fn decide_for_gvr(gvr: &GroupVersionResource, inputs: DecisionInputs<'_>) -> Decision {
     if inputs.local.serves_locally(gvr) {
         return Decision::Local(LocalReason::ServedLocally);
     }

@@ -18,14 +18,16 @@ use crate::requestheader::{
 };
 use crate::user::UserInfo;
 
-/// The client's address, if the server puts it into the request extensions; forwarded as
-/// `X-Forwarded-For` as Go's `httputil.ReverseProxy` does.
+/// The client's address. The embedding server inserts it into each request's extensions (from its
+/// accept loop, which alone knows the connection's peer); a proxied request then carries it to the peer
+/// as `X-Forwarded-For`, appended to the prior hops as Go's `httputil.ReverseProxy` does. Without it
+/// the header passes through as the client sent it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemoteAddr(pub SocketAddr);
 
 /// Errors while building the outbound request.
 #[derive(Debug, thiserror::Error)]
-pub enum ForwardError {
+pub(crate) enum ForwardError {
     /// The target URI could not be built.
     #[error("invalid proxy target: {0}")]
     InvalidUri(#[source] http::Error),
@@ -60,7 +62,7 @@ const QUERY_ESCAPE: &AsciiSet = &NON_ALPHANUMERIC
 
 /// The URI of the proxied request: `https://<endpoint>` + the decoded request path
 /// re-escaped (RawPath dropped, as upstream) + the query re-encoded with sorted keys.
-pub fn peer_uri(endpoint: &str, original: &Uri) -> Result<Uri, ForwardError> {
+pub(crate) fn peer_uri(endpoint: &str, original: &Uri) -> Result<Uri, ForwardError> {
     let decoded = percent_encoding::percent_decode_str(original.path()).decode_utf8_lossy();
     let mut pq = utf8_percent_encode(&decoded, PATH_ESCAPE).to_string();
     if pq.is_empty() {
@@ -81,7 +83,7 @@ pub fn peer_uri(endpoint: &str, original: &Uri) -> Result<Uri, ForwardError> {
 
 /// Go's `url.ParseQuery(raw)` then `.Encode()`: pairs with `;` or malformed escapes are
 /// dropped, keys sorted, values kept in order, `QueryEscape` encoding.
-pub fn canonical_query(raw: &str) -> String {
+pub(crate) fn canonical_query(raw: &str) -> String {
     let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for pair in raw.split('&') {
         if pair.is_empty() || pair.contains(';') {
@@ -153,7 +155,7 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 /// Removes hop-by-hop headers, including every header named in `Connection`.
-pub fn remove_hop_by_hop_headers(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop_headers(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -169,7 +171,7 @@ pub fn remove_hop_by_hop_headers(headers: &mut HeaderMap) {
 /// client-go `SetAuthProxyHeaders`: removes any `X-Remote-*` identity headers, then sets
 /// `X-Remote-User`, `X-Remote-Uid` (if non-empty), one `X-Remote-Group` per group and one
 /// `X-Remote-Extra-<escaped key>` per extra value.
-pub fn set_identity_headers(headers: &mut HeaderMap, user: &UserInfo) -> Result<(), ForwardError> {
+pub(crate) fn set_identity_headers(headers: &mut HeaderMap, user: &UserInfo) -> Result<(), ForwardError> {
     strip_standard_identity_headers(headers);
     let value = |name: &str, v: &str| {
         HeaderValue::from_str(v).map_err(|_| ForwardError::InvalidHeaderValue(name.to_owned()))
@@ -194,7 +196,7 @@ pub fn set_identity_headers(headers: &mut HeaderMap, user: &UserInfo) -> Result<
 
 /// client-go `headerKeyEscape`: `%XX` for every byte that is not an RFC 7230 token
 /// character, and for `%` itself.
-pub fn header_key_escape(key: &str) -> String {
+pub(crate) fn header_key_escape(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     for &b in key.as_bytes() {
         let token = b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b);
@@ -212,7 +214,7 @@ pub fn header_key_escape(key: &str) -> String {
 /// (the client sets it), hop-by-hop, `Authorization`, `Impersonate-*` and incoming identity
 /// headers removed, identity headers set, `X-Forwarded-For` appended when the client address
 /// is known, and `x-kubernetes-peer-proxied: true` appended. `Audit-ID` is kept.
-pub fn prepare_request(
+pub(crate) fn prepare_request(
     parts: &mut http::request::Parts,
     endpoint: &str,
     user: &UserInfo,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use crate::decision::PeerResolutionMode;
-use crate::discovery_peers::{DiscoveryConfig, DiscoveryPeers};
+use crate::discovery::controllers::{DiscoveryConfig, DiscoveryPeers};
 use crate::metrics::MvpMetrics;
 use crate::resolve::{LocalServedResources, PeerChooser, PeerEndpoints, PeerResolver, RandomPeerChooser};
 use crate::service::Mvp;

@@ -20,6 +20,12 @@
 //! - the receiving side of the front-proxy handshake: [`RequestHeaderAuthenticator`];
 //! - peer-aggregated `/apis` discovery: [`PeerAggregatedDiscoveryHandler`] and
 //!   [`merge_peer_discovery`], over the wire types of [`apidiscovery`];
+//! - the [`feeders`]: ready-made tasks that publish this server to its peers (identity lease,
+//!   peer endpoint record, StorageVersion entries, discovery receipts) and feed the proxy (the
+//!   peers' identity leases), over one trait for the cluster API, [`ClusterApi`] (on kube-rs's
+//!   `Client` as `KubeCluster`, feature `kube`);
+//! - client certificates as [`UserInfo`]: [`user_from_certificate`], [`UserInfoLayer`],
+//!   [`server_tls_config`] (and `serve_tls`, feature `server`, the accept loop for hyper and axum);
 //! - [`MvpMetrics`] for `apiserver_rerouted_request_total` and friends (cargo feature `prometheus`;
 //!   without it no `prometheus` type is in the API and nothing is recorded).
 //!
@@ -27,7 +33,8 @@
 //!
 //! Put the layer around the whole router (routing happens *after* the filter), inside
 //! authentication: the filter reads the caller's [`UserInfo`] from the request extensions and
-//! forwards it as `X-Remote-*` headers.
+//! forwards it as `X-Remote-*` headers. The client's address is the accept loop's to give: a
+//! [`RemoteAddr`] in the request extensions reaches the peer as `X-Forwarded-For`.
 //!
 //! ```no_run
 //! use std::{collections::HashSet, convert::Infallible, sync::Arc};
@@ -65,22 +72,25 @@
 //! # }
 //! ```
 #![deny(missing_docs)]
+// Items inside private modules are `pub(crate)`: what embedders get is what `lib.rs` re-exports.
+#![warn(unreachable_pub)]
 
 pub mod apidiscovery;
 mod body;
+mod client_cert;
+pub mod cluster;
 mod decision;
-mod discovery_fetch;
-mod discovery_merge;
-mod discovery_peers;
+mod discovery;
+pub mod feeders;
 mod forward;
 mod future;
 mod gv_exclusion;
 mod gvr;
+#[cfg(feature = "kube")]
+mod kube_cluster;
 mod layer;
 mod metrics;
 pub mod objects;
-mod peer_aggregated;
-mod peer_discovery;
 mod peer_tls;
 mod proxy;
 mod request_info;
@@ -102,21 +112,31 @@ mod test_pki;
 pub struct ReadmeDoctests;
 
 pub use body::{BoxError, MvpBody};
+#[cfg(feature = "server")]
+pub use client_cert::serve_tls;
+pub use client_cert::{
+    UserInfoLayer, WithUserInfo, connection_user, server_tls_config, user_from_certificate,
+};
+pub use cluster::{ClusterApi, ClusterError, ObjectRef};
 pub use decision::{PEER_PROXIED_HEADER, PeerResolutionMode};
-pub use discovery_merge::merge_peer_discovery;
-pub use discovery_peers::{
+pub use discovery::caches::PeerDiscoveryCache;
+pub use discovery::controllers::{
     DEFAULT_DEPARTED_PEER_GRACE, DEFAULT_EXCLUSION_GRACE, DEFAULT_LOCAL_REFRESH, DiscoveryConfig,
     DiscoveryPeers, PeerRun,
 };
+pub use discovery::merge::merge_peer_discovery;
+pub use discovery::peer_aggregated::{
+    DiscoveryAnswer, DiscoveryProfile, PeerAggregatedDiscoveryHandler, PeerAggregatedMetrics,
+};
+pub use feeders::{IdentityLease, IdentityLeaseTask, LeaseAddresses, PeerEndpointTask, PeerLeaseFeed};
+pub use forward::RemoteAddr;
 pub use future::ResponseFuture;
 pub use gvr::GroupVersionResource;
+#[cfg(feature = "kube")]
+pub use kube_cluster::KubeCluster;
 pub use layer::{MvpBuilder, MvpLayer};
 pub use metrics::{MetricsGeneration, MvpMetrics};
 pub use objects::{ApiService, CustomResourceDefinition, GroupVersion, Lease, StorageVersion};
-pub use peer_aggregated::{
-    DiscoveryAnswer, DiscoveryProfile, PeerAggregatedDiscoveryHandler, PeerAggregatedMetrics,
-};
-pub use peer_discovery::PeerDiscoveryCache;
 pub use peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
 pub use proxy::ProxiedTo;
 pub use request_info::{RequestInfo, RequestInfoError};

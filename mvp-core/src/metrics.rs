@@ -21,13 +21,13 @@ pub enum MetricsGeneration {
 }
 
 /// `apiserver_peer_proxy_errors_total` type: a peer's address could not be resolved.
-pub const PROXY_ERROR_ENDPOINT_RESOLUTION: &str = "endpoint_resolution";
+pub(crate) const PROXY_ERROR_ENDPOINT_RESOLUTION: &str = "endpoint_resolution";
 /// `apiserver_peer_proxy_errors_total` type: the proxy transport could not be built.
-pub const PROXY_ERROR_TRANSPORT: &str = "proxy_transport";
+pub(crate) const PROXY_ERROR_TRANSPORT: &str = "proxy_transport";
 /// `apiserver_peer_discovery_sync_errors_total` type: a peer's host:port was unresolvable.
-pub const DISCOVERY_ERROR_HOSTPORT_RESOLUTION: &str = "hostport_resolution";
+pub(crate) const DISCOVERY_ERROR_HOSTPORT_RESOLUTION: &str = "hostport_resolution";
 /// `apiserver_peer_discovery_sync_errors_total` type: fetching a peer's discovery failed.
-pub const DISCOVERY_ERROR_FETCH: &str = "fetch_discovery";
+pub(crate) const DISCOVERY_ERROR_FETCH: &str = "fetch_discovery";
 
 #[cfg(feature = "prometheus")]
 const REROUTED_HELP_ALPHA: &str = "[ALPHA] Total number of requests that were proxied to a peer kube apiserver \

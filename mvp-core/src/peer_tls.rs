@@ -129,7 +129,10 @@ impl PeerTlsConfig {
 }
 
 /// Every certificate of a PEM bundle; `what` names the source in errors.
-pub fn certificates_from_pem(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, PeerTlsError> {
+pub(crate) fn certificates_from_pem(
+    pem: &[u8],
+    what: &str,
+) -> Result<Vec<CertificateDer<'static>>, PeerTlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|_| PeerTlsError::NoCertificates(what.to_owned()))?;
@@ -140,7 +143,7 @@ pub fn certificates_from_pem(pem: &[u8], what: &str) -> Result<Vec<CertificateDe
 }
 
 /// The first private key (PKCS#8, PKCS#1 or SEC1) of a PEM file; `what` names the source.
-pub fn private_key_from_pem(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, PeerTlsError> {
+pub(crate) fn private_key_from_pem(pem: &[u8], what: &str) -> Result<PrivateKeyDer<'static>, PeerTlsError> {
     PrivateKeyDer::from_pem_slice(pem).map_err(|_| PeerTlsError::NoPrivateKey(what.to_owned()))
 }
 

@@ -27,7 +27,7 @@ pub struct ProxiedTo(pub String);
 ///
 /// Never fails: transport errors are turned into the upstream 503 plain-text response.
 /// `gvr` labels the rerouted metric (`None` for discovery fetches).
-pub async fn proxy_to_peer<B>(
+pub(crate) async fn proxy_to_peer<B>(
     transport: &PeerTransport,
     metrics: Option<&MvpMetrics>,
     req: Request<B>,

@@ -25,13 +25,13 @@ use rustls_pki_types::{CertificateDer, UnixTime};
 use crate::user::UserInfo;
 
 /// The standard username header (client-go's auth-proxy round tripper always sends it).
-pub const REMOTE_USER_HEADER: &str = "X-Remote-User";
+pub(crate) const REMOTE_USER_HEADER: &str = "X-Remote-User";
 /// The standard UID header.
-pub const REMOTE_UID_HEADER: &str = "X-Remote-Uid";
+pub(crate) const REMOTE_UID_HEADER: &str = "X-Remote-Uid";
 /// The standard group header (repeated, one value per group).
-pub const REMOTE_GROUP_HEADER: &str = "X-Remote-Group";
+pub(crate) const REMOTE_GROUP_HEADER: &str = "X-Remote-Group";
 /// The standard prefix of extra headers (`X-Remote-Extra-<escaped key>`).
-pub const REMOTE_EXTRA_HEADER_PREFIX: &str = "X-Remote-Extra-";
+pub(crate) const REMOTE_EXTRA_HEADER_PREFIX: &str = "X-Remote-Extra-";
 
 /// Errors of the requestheader authenticator.
 #[derive(Debug, thiserror::Error)]

@@ -56,7 +56,7 @@ pub trait PeerChooser: Send + Sync + 'static {
 
 /// The default [`PeerChooser`]: uniformly random, as upstream.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RandomPeerChooser;
+pub(crate) struct RandomPeerChooser;
 
 impl PeerChooser for RandomPeerChooser {
     fn choose(&self, n: usize) -> usize {
@@ -76,7 +76,7 @@ where
 
 /// Go's `net.SplitHostPort` succeeds on `host_port` (`host:port`, `[v6]:port`; the port may
 /// be any string without a colon, the host may be empty).
-pub fn is_valid_host_port(host_port: &str) -> bool {
+pub(crate) fn is_valid_host_port(host_port: &str) -> bool {
     if let Some(rest) = host_port.strip_prefix('[') {
         // "[host]:port": the closing bracket must be followed by ':' and no more brackets.
         match rest.find(']') {

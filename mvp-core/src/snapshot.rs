@@ -5,13 +5,13 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 /// An atomically replaceable `Arc<T>`.
 #[derive(Debug, Default)]
-pub struct Snapshot<T> {
+pub(crate) struct Snapshot<T> {
     current: RwLock<Arc<T>>,
 }
 
 impl<T> Snapshot<T> {
     /// The current value (one `Arc` clone under a read lock held for nanoseconds).
-    pub fn load(&self) -> Arc<T> {
+    pub(crate) fn load(&self) -> Arc<T> {
         self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -19,12 +19,12 @@ impl<T> Snapshot<T> {
     }
 
     /// Replaces the value; readers holding the old `Arc` keep it.
-    pub fn store(&self, value: T) {
+    pub(crate) fn store(&self, value: T) {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(value);
     }
 
     /// Replaces the value with `f(current)`, serialised with other writers.
-    pub fn update(&self, f: impl FnOnce(&T) -> T) {
+    pub(crate) fn update(&self, f: impl FnOnce(&T) -> T) {
         let mut guard = self.current.write().unwrap_or_else(PoisonError::into_inner);
         let next = f(&guard);
         *guard = Arc::new(next);

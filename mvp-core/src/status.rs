@@ -11,7 +11,7 @@ use http_body_util::Full;
 /// The message of the 503 Status written when capable peers exist but none has a usable
 /// address (docs/mvp-behaviour.md §4).
 #[cfg(test)]
-pub const ENDPOINT_RESOLUTION_MESSAGE: &str =
+pub(crate) const ENDPOINT_RESOLUTION_MESSAGE: &str =
     "Error getting ip and port info of the remote server while proxying";
 
 /// The serialized `Status` upstream writes for [`ENDPOINT_RESOLUTION_MESSAGE`]
@@ -28,7 +28,7 @@ const X_CONTENT_TYPE_OPTIONS: &str = "x-content-type-options";
 
 /// 503 `application/json` Status "Error getting ip and port info of the remote server while
 /// proxying", reason `ServiceUnavailable`.
-pub fn endpoint_resolution_failed() -> Response<Full<Bytes>> {
+pub(crate) fn endpoint_resolution_failed() -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from_static(
         ENDPOINT_RESOLUTION_STATUS_JSON.as_bytes(),
     )));
@@ -41,7 +41,7 @@ pub fn endpoint_resolution_failed() -> Response<Full<Bytes>> {
 
 /// Go's `http.Error(w, text, code)`: `text/plain; charset=utf-8`, `X-Content-Type-Options:
 /// nosniff`, body `text` plus a newline.
-pub fn http_error(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
+pub(crate) fn http_error(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
     let mut body = String::with_capacity(text.len() + 1);
     body.push_str(text);
     body.push('\n');
@@ -58,7 +58,7 @@ pub fn http_error(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
 
 /// `responsewriters.InternalError`: 500 plain text
 /// `Internal Server Error: "<request URI>": <err>`, HTML-escaped, as `http.Error` writes it.
-pub fn internal_error(request_uri: &str, err: &str) -> Response<Full<Bytes>> {
+pub(crate) fn internal_error(request_uri: &str, err: &str) -> Response<Full<Bytes>> {
     let text = format!("Internal Server Error: {}: {}", go_quote(request_uri), err);
     http_error(StatusCode::INTERNAL_SERVER_ERROR, &html_escape(&text))
 }

@@ -15,7 +15,7 @@ use crate::resolve::{LocalServedResources, PeerResolver};
 use crate::snapshot::Snapshot;
 
 /// How StorageVersion objects spell the core group.
-pub const CORE_GROUP_NAME: &str = "core";
+pub(crate) const CORE_GROUP_NAME: &str = "core";
 
 /// GVR → IDs of the servers that serve it, as upstream's `svMap`. Groups are kept as
 /// StorageVersion names spell them (`core` for the core group).

@@ -24,7 +24,7 @@ use crate::peer_tls::{PEER_SERVER_NAME, PeerTlsConfig, PeerTlsError};
 use crate::request_info::RequestInfo;
 
 /// The request body type sent to peers: any `Bytes` body, boxed.
-pub type PeerRequestBody = UnsyncBoxBody<Bytes, BoxError>;
+pub(crate) type PeerRequestBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// Go's default dial timeout (`net.Dialer{Timeout: 30 * time.Second}` in client-go).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);

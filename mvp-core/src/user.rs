@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 /// The group every authenticated user belongs to.
-pub const ALL_AUTHENTICATED: &str = "system:authenticated";
+pub(crate) const ALL_AUTHENTICATED: &str = "system:authenticated";
 /// The user name kube-apiserver uses for its own (loopback and peer discovery) requests.
-pub const APISERVER_USER: &str = "system:apiserver";
+pub(crate) const APISERVER_USER: &str = "system:apiserver";
 
 /// An authenticated user, as apiserver's `user.DefaultInfo`.
 ///

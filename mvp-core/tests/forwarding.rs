@@ -182,6 +182,51 @@ async fn proxies_to_peer_over_mtls_h2_with_forwarded_identity() {
     assert_eq!(counter(&registry, "apiserver_rerouted_request_total", &labels), 1);
 }
 
+/// An embedder that knows the client's address (from its accept loop) puts `RemoteAddr` into the
+/// request's extensions; the peer then gets `X-Forwarded-For` as from Go's `httputil.ReverseProxy`:
+/// the prior hops, then the client. Without it the header passes through as the client sent it.
+#[tokio::test]
+async fn the_client_address_an_embedder_provides_is_forwarded_as_x_forwarded_for() {
+    let pki = Pki::new();
+    let peer = start_peer(&pki, pki.serving(), &[b"http/1.1"], |p| echo(p, None)).await;
+    let registry = prometheus::Registry::new();
+    let layer = layer(&pki, &peer, &registry);
+    let request = |forwarded: Option<&str>, remote: Option<&str>| {
+        let mut builder = Request::get("/apis/batch/v1/namespaces/default/jobs");
+        if let Some(forwarded) = forwarded {
+            builder = builder.header("x-forwarded-for", forwarded);
+        }
+        let mut req = builder.body(Full::default()).unwrap();
+        req.extensions_mut().insert(alice());
+        if let Some(remote) = remote {
+            req.extensions_mut()
+                .insert(mvp_core::RemoteAddr(remote.parse().unwrap()));
+        }
+        req
+    };
+    for (forwarded, remote, expected) in [
+        (None, Some("192.0.2.7:50123"), vec!["192.0.2.7"]),
+        (
+            Some("10.0.0.1"),
+            Some("[2001:db8::5]:443"),
+            vec!["10.0.0.1, 2001:db8::5"],
+        ),
+        (Some("10.0.0.1"), None, vec!["10.0.0.1"]),
+        (None, None, vec![]),
+    ] {
+        let (status, _, body) = call(&layer, request(forwarded, remote)).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let echo: Value = serde_json::from_slice(&body).unwrap();
+        // The request reached the peer (what it saw is echoed), with exactly this header.
+        assert_eq!(header_values(&echo, "x-kubernetes-peer-proxied"), ["true"]);
+        assert_eq!(
+            header_values(&echo, "x-forwarded-for"),
+            expected,
+            "client {remote:?} behind {forwarded:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn h1_only_peer_gets_http11_even_when_caller_spoke_h2() {
     let pki = Pki::new();

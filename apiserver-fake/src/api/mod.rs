@@ -3,12 +3,12 @@
 
 pub mod catalog;
 pub mod discovery;
-pub mod metrics;
-pub mod not_found;
+pub(crate) mod metrics;
+pub(crate) mod not_found;
 pub mod openapi;
 pub mod rest;
 pub mod serviceaccount;
 pub mod status;
-pub mod version_info;
-pub mod whoami;
+pub(crate) mod version_info;
+pub(crate) mod whoami;
 pub mod yaml;

@@ -455,11 +455,6 @@ impl Status {
         }
     }
 
-    /// `NewServiceUnavailable`: 503 with `message` as is.
-    pub fn service_unavailable(message: impl Into<String>) -> Self {
-        Self::failure(503, StatusReason::ServiceUnavailable, message)
-    }
-
     /// `NewGone` (deprecated upstream, still used in places): 410, reason `Gone`.
     pub fn gone(message: impl Into<String>) -> Self {
         Self::failure(410, StatusReason::Gone, message)
@@ -598,6 +593,32 @@ impl From<StoreError> for Status {
             // kube-apiserver passes a storage error that is not an API status through
             // `ErrorToAPIStatus`: 500, no reason, the error's text.
             StoreError::Unavailable(message) => Status::failure(500, StatusReason::Unknown, message),
+            // Reading: the storage decoder's error, passed through `ErrorToAPIStatus` as above. Writing:
+            // the encoder's, which the registry wraps as an internal error.
+            StoreError::Conversion {
+                message,
+                write: false,
+            } => Status::failure(500, StatusReason::Unknown, message),
+            StoreError::Conversion { message, write: true } => Status::internal_error(&message),
+            StoreError::TooLargeResourceVersion { .. } => {
+                // storage.NewTooLargeResourceVersionError: retry after 1 s, one cause.
+                let mut status = Status::timeout(&err.to_string(), 1);
+                if let Some(details) = status.details.as_mut() {
+                    details.causes.push(StatusCause {
+                        reason: "ResourceVersionTooLarge".to_owned(),
+                        message: "Too large resource version".to_owned(),
+                        ..StatusCause::default()
+                    });
+                }
+                status
+            }
+            StoreError::Initializing => Status {
+                details: Some(Box::new(StatusDetails {
+                    retry_after_seconds: 1,
+                    ..StatusDetails::default()
+                })),
+                ..Status::failure(429, StatusReason::TooManyRequests, err.to_string())
+            },
         }
     }
 }

@@ -6,8 +6,18 @@
 //!   `lastIndexOf(x)`;
 //! - regex (`library/regex.go`): `find(re)`, `findAll(re)`, `findAll(re, n)`.
 //!
-//! Not there: `url`, `quantity`, `ip`/`cidr`, `semver`, `format` (the Kubernetes named-format
-//! library), `authz`; a rule calling them fails when evaluated with `no such overload`.
+//! - ip, cidr and quantity checks (`library/ip.go`, `cidr.go`, `quantity.go`): `isIP(s)`, `isCIDR(s)`
+//!   (Go's `netip` parsing, refusing IPv6 zones and IPv4-mapped IPv6 addresses as upstream) and
+//!   `isQuantity(s)` (`resource.ParseQuantity`).
+//!
+//! - ip and cidr values (`library/ip.go`, `cidr.go`): `ip()`, `cidr()` and their methods ([`super::network`]);
+//! - quantity values (`library/quantity.go`): `quantity()` and its methods ([`super::quantity`]);
+//! - URL values (`library/urls.go`): `url()`, `isURL()` and their methods ([`super::url`]);
+//! - JSON patches and apply configurations of mutating policies ([`super::objects`]).
+//!
+//! Not there: `semver`, `format`
+//! (the Kubernetes named-format library), `authz`; a rule calling them fails when evaluated with
+//! `no such overload`.
 
 use cel::common::types::{DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
@@ -64,12 +74,54 @@ pub fn environment() -> Env {
             tracing::error!(%error, "a CEL extension library could not be added");
         }
     }
+    let global_overloads: [(&str, &str, Overload); 3] = [
+        ("isIP", "is_ip_string", is_ip),
+        ("isCIDR", "is_cidr_string", is_cidr),
+        ("isQuantity", "is_quantity_string", is_quantity),
+    ];
+    for (name, id, op) in global_overloads {
+        if let Err(error) = env.add_overload(name, id, vec![STRING_TYPE], op) {
+            tracing::error!(%error, "a Kubernetes CEL library function could not be added");
+        }
+    }
+    super::objects::add_json_patch(&mut env);
+    super::network::add(&mut env);
+    super::quantity::add_to(&mut env);
+    super::url::add_to(&mut env);
     for (name, id, target, args, op) in member_overloads {
         if let Err(error) = env.add_member_overload(name, id, target, args, op) {
             tracing::error!(%error, "a Kubernetes CEL library function could not be added");
         }
     }
     env
+}
+
+fn string_arg(args: &[CowVal<'_, '_>], function: &str) -> Result<String, ExecutionError> {
+    match values(args)?.first() {
+        Some(Value::String(s)) => Ok(s.to_string()),
+        _ => Err(ExecutionError::function_error(function, "expected a string")),
+    }
+}
+
+fn is_ip<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let text = string_arg(&args, "isIP")?;
+    owned(Value::Bool(super::network::parse_ip(&text).is_some()))
+}
+
+/// `netip.ParsePrefix` ([`super::network::parse_cidr`]).
+fn is_cidr<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let text = string_arg(&args, "isCIDR")?;
+    owned(Value::Bool(super::network::parse_cidr(&text).is_some()))
+}
+
+fn is_quantity<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let text = string_arg(&args, "isQuantity")?;
+    // The number before the suffix is not empty (`^([+-]?[0-9.]+)...`): a bare suffix is no quantity.
+    let number = text.trim().trim_start_matches(['+', '-']);
+    let has_number = number.starts_with(|c: char| c.is_ascii_digit() || c == '.');
+    owned(Value::Bool(
+        has_number && crate::api::rest::field_validation::quantity_error(&text).is_none(),
+    ))
 }
 
 fn values(args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, ExecutionError> {
@@ -226,6 +278,19 @@ mod tests {
     fn eval(source: &str) -> Result<cel::Value, String> {
         let expression = compile(source, &["self"]).map_err(|e| e.issues)?;
         evaluate(&expression, &[("self", to_cel(&json!([3, 1, 2])))]).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn ip_cidr_and_quantity_checks() {
+        for rule in [
+            "isIP('10.0.0.1') && isIP('fd00::1') && !isIP('10.0.0.01') && !isIP('::ffff:1.2.3.4')",
+            "!isIP('fe80::1%eth0') && !isIP('example.com') && !isIP('10.0.0.0/8')",
+            "isCIDR('10.0.0.0/8') && isCIDR('10.0.0.1/32') && isCIDR('fd00::/64') && isCIDR('0.0.0.0/0')",
+            "!isCIDR('10.0.0.0/33') && !isCIDR('10.0.0.0/08') && !isCIDR('10.0.0.0') && !isCIDR('::ffff:1.2.3.0/120')",
+            "isQuantity('1Gi') && isQuantity('500m') && isQuantity('1e3') && !isQuantity('1 Gi') && !isQuantity('Gi')",
+        ] {
+            assert_eq!(eval(rule), Ok(cel::Value::Bool(true)), "{rule}");
+        }
     }
 
     #[test]

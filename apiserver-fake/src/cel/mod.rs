@@ -13,8 +13,12 @@
 //! What the crate cannot do is type checking: cel-go rejects `self.replicas == 'x'` or a field the
 //! schema does not declare when the rule is compiled, here they fail (or are `false`) when evaluated.
 
-pub mod cost;
-pub mod library;
+pub(crate) mod cost;
+pub(crate) mod library;
+pub(crate) mod network;
+pub(crate) mod objects;
+pub(crate) mod quantity;
+pub(crate) mod url;
 pub mod value;
 
 use std::collections::HashSet;
@@ -41,9 +45,10 @@ pub struct CompileError {
 }
 
 /// A compiled expression.
-#[derive(Debug)]
 pub struct Expression {
     program: Program,
+    /// The environment it runs in when it constructs `Object…` types ([`objects`]), else the shared one.
+    environment: Option<Arc<Env>>,
     /// Whether the expression names `oldSelf` (a transition rule).
     pub uses_old_self: bool,
     /// How deeply its comprehensions nest (see [`cost`]).
@@ -52,7 +57,23 @@ pub struct Expression {
     pub nodes: u64,
 }
 
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expression")
+            .field("program", &self.program)
+            .field("own_environment", &self.environment.is_some())
+            .field("uses_old_self", &self.uses_old_self)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Expression {
+    /// upstream's `CheckTypeNamesMatchFieldPathNames` of the `Object…` literals it writes
+    /// ([`objects::type_name_mismatches`]).
+    pub fn object_type_mismatches(&self) -> Vec<String> {
+        objects::type_name_mismatches(self.program.expression())
+    }
+
     /// The estimated cost of evaluating it over data of `data_size` JSON values ([`cost::estimate`]).
     pub fn cost(&self, data_size: u64) -> u64 {
         cost::estimate(self.nodes, self.comprehension_depth, data_size)
@@ -237,8 +258,12 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         });
     }
     let uses_old_self = program.references().has_variable("oldSelf");
+    let object_types = objects::object_types(program.expression());
+    let environment = (!object_types.is_empty())
+        .then(|| objects::cached_environment_for(&object_types, library::environment));
     Ok(Expression {
         program,
+        environment,
         uses_old_self,
         comprehension_depth: walk.depth,
         nodes: walk.nodes,
@@ -246,7 +271,7 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
 }
 
 /// Names an expression may use without declaring them: the namespaces of library functions.
-const NAMESPACES: &[&str] = &["math", "strings", "lists", "optional", "cel"];
+const NAMESPACES: &[&str] = &["math", "strings", "lists", "optional", "cel", "jsonpatch", "ip"];
 
 /// A walk over a parsed expression: the identifiers that are neither declared, bound by an enclosing
 /// comprehension nor a library namespace; the deepest comprehension nesting; the number of nodes.
@@ -327,7 +352,14 @@ impl Walk<'_> {
                 }
             }
             Expr::Select(select) => self.expr(&select.operand, nesting),
-            Expr::Struct(_) | Expr::Literal(_) | Expr::Unspecified => {}
+            Expr::Struct(s) => {
+                for entry in &s.entries {
+                    if let cel::common::ast::EntryExpr::StructField(field) = &entry.expr {
+                        self.expr(&field.value, nesting);
+                    }
+                }
+            }
+            Expr::Literal(_) | Expr::Unspecified => {}
         }
     }
 }
@@ -337,7 +369,11 @@ pub fn evaluate(
     expression: &Expression,
     variables: &[(&str, cel::Value)],
 ) -> Result<cel::Value, cel::ExecutionError> {
-    let mut context = Context::with_env(ENVIRONMENT.clone());
+    let environment = expression
+        .environment
+        .clone()
+        .unwrap_or_else(|| ENVIRONMENT.clone());
+    let mut context = Context::with_env(environment);
     for (name, value) in variables {
         context.add_variable_from_value(*name, value.clone());
     }

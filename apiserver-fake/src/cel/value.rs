@@ -39,3 +39,31 @@ pub fn size(value: &Value) -> u64 {
 pub fn schema_type(schema: &Value) -> &str {
     schema.get("type").and_then(Value::as_str).unwrap_or_default()
 }
+
+/// A CEL value as JSON (upstream's `convertField` / `structpb` conversion of what a mutation
+/// produced): maps must have string keys, numbers must be finite; anything else is an error whose
+/// text says what could not be converted. Map keys are sorted, so the result is deterministic.
+pub fn to_json(value: &cel::Value) -> Result<Value, String> {
+    Ok(match value {
+        cel::Value::Null => Value::Null,
+        cel::Value::Bool(b) => Value::Bool(*b),
+        cel::Value::Int(i) => Value::from(*i),
+        cel::Value::UInt(u) => Value::from(*u),
+        cel::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .ok_or_else(|| format!("cannot convert {f} to JSON"))?,
+        cel::Value::String(s) => Value::String(s.to_string()),
+        cel::Value::List(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        cel::Value::Map(map) => {
+            let mut entries = std::collections::BTreeMap::new();
+            for (key, item) in map.map.iter() {
+                let cel::objects::Key::String(key) = key else {
+                    return Err(format!("map key {key:?} is not a string"));
+                };
+                entries.insert(key.to_string(), to_json(item)?);
+            }
+            Value::Object(entries.into_iter().collect())
+        }
+        other => return Err(format!("cannot convert {other:?} to JSON")),
+    })
+}

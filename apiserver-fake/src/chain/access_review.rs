@@ -113,20 +113,7 @@ async fn review(
         .unwrap_or_default();
     let mut metadata = json!({"creationTimestamp": null});
     if kind == Kind::SelfSubjectRulesReview {
-        // Upstream validates nothing here and answers a review of its own, without the spec.
-        let namespace = spec.get("namespace").and_then(Value::as_str).unwrap_or_default();
-        if namespace.is_empty() {
-            return Err(Status::bad_request("no namespace on request"));
-        }
-        let rules = authorizer.rules_for(user, namespace);
-        let mut status = json!({
-            "resourceRules": rules.resource_rules,
-            "nonResourceRules": rules.non_resource_rules,
-            "incomplete": rules.incomplete,
-        });
-        if !rules.evaluation_error.is_empty() {
-            status["evaluationError"] = json!(rules.evaluation_error);
-        }
+        let status = rules_review_status(authorizer, user, &spec)?;
         return Ok(json!({
             "kind": kind.name(),
             "apiVersion": api_version,
@@ -137,21 +124,7 @@ async fn review(
     }
     let resource_attributes = attributes_of(&spec, "resourceAttributes");
     let non_resource_attributes = attributes_of(&spec, "nonResourceAttributes");
-    let mut causes = Vec::new();
-    if resource_attributes.is_some() && non_resource_attributes.is_some() {
-        causes.push(StatusCause::field_invalid(
-            "spec.nonResourceAttributes",
-            &Value::Object(non_resource_attributes.clone().unwrap_or_default()).to_string(),
-            "cannot be specified in combination with resourceAttributes",
-        ));
-    }
-    if resource_attributes.is_none() && non_resource_attributes.is_none() {
-        causes.push(StatusCause::field_invalid(
-            "spec.resourceAttributes",
-            "null",
-            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-        ));
-    }
+    let mut causes = attribute_causes(resource_attributes.as_ref(), non_resource_attributes.as_ref());
     let subject = match kind {
         Kind::SubjectAccessReview | Kind::LocalSubjectAccessReview => {
             let subject = subject_of(&spec);
@@ -166,35 +139,7 @@ async fn review(
         }
         _ => user.clone(),
     };
-    let mut object_metadata = object
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    object_metadata.retain(|key, value| key != "managedFields" && !is_empty(value));
-    let expected_namespace = if kind == Kind::LocalSubjectAccessReview {
-        // The create handler sets the request's namespace on an object without one.
-        let namespace = object_metadata
-            .remove("namespace")
-            .and_then(|n| n.as_str().map(str::to_owned))
-            .unwrap_or_else(|| info.namespace.clone());
-        metadata["namespace"] = json!(namespace);
-        Some(namespace)
-    } else {
-        None
-    };
-    if !object_metadata.is_empty() {
-        let detail = if expected_namespace.is_some() {
-            "must be empty except for namespace"
-        } else {
-            "must be empty"
-        };
-        causes.push(StatusCause::field_invalid(
-            "metadata",
-            &Value::Object(object_metadata).to_string(),
-            detail,
-        ));
-    }
+    let expected_namespace = check_metadata(kind, &object, info, &mut metadata, &mut causes);
     if let (Some(namespace), Some(attributes)) = (&expected_namespace, &resource_attributes) {
         let requested = attributes
             .get("namespace")
@@ -230,24 +175,117 @@ async fn review(
     if !verdict.reason.is_empty() {
         status.insert("reason".into(), json!(verdict.reason));
     }
-    let mut echoed = spec;
-    for key in ["resourceAttributes", "nonResourceAttributes"] {
-        match attributes_of(&echoed, key) {
-            Some(attributes) => {
-                echoed.insert(key.to_owned(), Value::Object(attributes));
-            }
-            None => {
-                echoed.remove(key);
-            }
-        }
-    }
     Ok(json!({
         "kind": kind.name(),
         "apiVersion": api_version,
         "metadata": metadata,
-        "spec": echoed,
+        "spec": echoed_spec(spec),
         "status": status,
     }))
+}
+
+/// A SelfSubjectRulesReview's status: the rules `user` has in `spec.namespace`. Upstream validates
+/// nothing else and answers a review of its own, without the spec.
+fn rules_review_status(
+    authorizer: &Authorizer,
+    user: &UserInfo,
+    spec: &Map<String, Value>,
+) -> Result<Value, Status> {
+    let namespace = spec.get("namespace").and_then(Value::as_str).unwrap_or_default();
+    if namespace.is_empty() {
+        return Err(Status::bad_request("no namespace on request"));
+    }
+    let rules = authorizer.rules_for(user, namespace);
+    let mut status = json!({
+        "resourceRules": rules.resource_rules,
+        "nonResourceRules": rules.non_resource_rules,
+        "incomplete": rules.incomplete,
+    });
+    if !rules.evaluation_error.is_empty() {
+        status["evaluationError"] = json!(rules.evaluation_error);
+    }
+    Ok(status)
+}
+
+/// Exactly one of `spec.resourceAttributes` and `spec.nonResourceAttributes`.
+fn attribute_causes(
+    resource_attributes: Option<&Map<String, Value>>,
+    non_resource_attributes: Option<&Map<String, Value>>,
+) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    if resource_attributes.is_some()
+        && let Some(non_resource) = non_resource_attributes
+    {
+        causes.push(StatusCause::field_invalid(
+            "spec.nonResourceAttributes",
+            &Value::Object(non_resource.clone()).to_string(),
+            "cannot be specified in combination with resourceAttributes",
+        ));
+    }
+    if resource_attributes.is_none() && non_resource_attributes.is_none() {
+        causes.push(StatusCause::field_invalid(
+            "spec.resourceAttributes",
+            "null",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        ));
+    }
+    causes
+}
+
+/// The review's metadata must be empty, except for a LocalSubjectAccessReview's namespace (the
+/// request's when left out, as the create handler sets it): that namespace, set on the answer's
+/// `metadata` too.
+fn check_metadata(
+    kind: Kind,
+    object: &Value,
+    info: &RequestInfo,
+    metadata: &mut Value,
+    causes: &mut Vec<StatusCause>,
+) -> Option<String> {
+    let mut object_metadata = object
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    object_metadata.retain(|key, value| key != "managedFields" && !is_empty(value));
+    let expected_namespace = if kind == Kind::LocalSubjectAccessReview {
+        let namespace = object_metadata
+            .remove("namespace")
+            .and_then(|n| n.as_str().map(str::to_owned))
+            .unwrap_or_else(|| info.namespace.clone());
+        metadata["namespace"] = json!(namespace);
+        Some(namespace)
+    } else {
+        None
+    };
+    if !object_metadata.is_empty() {
+        let detail = if expected_namespace.is_some() {
+            "must be empty except for namespace"
+        } else {
+            "must be empty"
+        };
+        causes.push(StatusCause::field_invalid(
+            "metadata",
+            &Value::Object(object_metadata).to_string(),
+            detail,
+        ));
+    }
+    expected_namespace
+}
+
+/// The spec as the answer echoes it: the attributes without their empty fields, absent ones left out.
+fn echoed_spec(mut spec: Map<String, Value>) -> Map<String, Value> {
+    for key in ["resourceAttributes", "nonResourceAttributes"] {
+        match attributes_of(&spec, key) {
+            Some(attributes) => {
+                spec.insert(key.to_owned(), Value::Object(attributes));
+            }
+            None => {
+                spec.remove(key);
+            }
+        }
+    }
+    spec
 }
 
 /// `spec.<key>` when present (an object, possibly empty; `null` is absent, as Go's nil pointer),

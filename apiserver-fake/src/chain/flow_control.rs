@@ -35,7 +35,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderValue};
+use http::HeaderValue;
 use mvp_core::UserInfo;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
@@ -99,15 +99,6 @@ pub fn headers_for(user: &UserInfo, path: &str) -> [(&'static str, Option<Header
             uid_header("PriorityLevelConfiguration", priority_level),
         ),
     ]
-}
-
-/// Adds the two headers for a request of `user` to `path`.
-pub fn add_headers(headers: &mut HeaderMap, user: &UserInfo, path: &str) {
-    for (header, value) in headers_for(user, path) {
-        if let Some(value) = value {
-            headers.insert(header, value);
-        }
-    }
 }
 
 /// One bootstrap priority level: its name, `nominalConcurrencyShares` and queuing (`queues`,
@@ -418,6 +409,7 @@ fn deal(mut hash: u64, deck_size: usize, hand_size: usize, mut pick: impl FnMut(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
 
     fn user(name: &str, groups: &[&str]) -> UserInfo {
         UserInfo {
@@ -448,6 +440,15 @@ mod tests {
             classify(&user("bob", &["system:authenticated"]), "/api"),
             ("global-default", "global-default")
         );
+    }
+
+    /// Adds the two headers for a request of `user` to `path`.
+    fn add_headers(headers: &mut HeaderMap, user: &UserInfo, path: &str) {
+        for (header, value) in headers_for(user, path) {
+            if let Some(value) = value {
+                headers.insert(header, value);
+            }
+        }
     }
 
     #[test]

@@ -25,20 +25,20 @@
 //! and in front of routing, so it sees every resource request before the router would answer 404. The
 //! deadline wraps it, so a hung peer cannot hold a proxied request for ever.
 
-pub mod access_review;
-pub mod audit;
-pub mod authentication;
+pub(crate) mod access_review;
+pub(crate) mod audit;
+pub(crate) mod authentication;
 pub mod authorization;
 mod filters;
-pub mod flow_control;
-pub mod http_log;
-pub mod impersonation;
-pub mod inflight;
-pub mod rbac;
-pub mod request_log;
-pub mod routing;
-pub mod unread_body;
-pub mod x509_v1;
+pub(crate) mod flow_control;
+pub(crate) mod http_log;
+pub(crate) mod impersonation;
+pub(crate) mod inflight;
+pub(crate) mod rbac;
+pub(crate) mod request_log;
+pub(crate) mod routing;
+pub(crate) mod unread_body;
+pub(crate) mod x509_v1;
 
 use std::convert::Infallible;
 use std::future::Future;

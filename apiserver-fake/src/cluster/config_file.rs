@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -197,312 +197,27 @@ impl ClusterConfig {
                 message,
             }
         })?;
-        let err = |at: &serde_saphyr::Location, key: &str, message: String| ConfigError {
-            file: file.to_owned(),
-            line: at.line(),
-            column: at.column(),
-            key: key.to_owned(),
-            message,
-        };
-
-        let run = match raw.run.as_ref() {
-            None => RunMode::InProcess,
-            Some(run) => match run.value.as_str() {
-                "in-process" => RunMode::InProcess,
-                "processes" => RunMode::Processes,
-                "containers" => RunMode::Containers,
-                other => {
-                    return Err(err(
-                        &run.referenced,
-                        "run",
-                        format!("unknown value {other:?} (known: in-process, processes, containers)"),
-                    ));
-                }
-            },
-        };
-        let store = match raw.store.as_ref() {
-            None => StoreChoice::Memory,
-            Some(store) => match &store.value {
-                RawStore::Name(name) if name == "memory" => StoreChoice::Memory,
-                RawStore::Name(name) if name == "etcd" => StoreChoice::PrivateEtcd,
-                RawStore::Name(other) => {
-                    return Err(err(
-                        &store.referenced,
-                        "store",
-                        format!(
-                            "unknown value {other:?} (known: memory, etcd, {{etcd-servers: \"http://...\"}})"
-                        ),
-                    ));
-                }
-                RawStore::Existing(urls) => {
-                    let urls: Vec<String> = urls
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|u| !u.is_empty())
-                        .map(str::to_owned)
-                        .collect();
-                    if urls.is_empty() {
-                        return Err(err(
-                            &store.referenced,
-                            "store.etcd-servers",
-                            "names no etcd client URL".to_owned(),
-                        ));
-                    }
-                    StoreChoice::ExistingEtcd(urls)
-                }
-            },
-        };
+        let err = FileErrors(file);
+        let run = run_mode(raw.run.as_ref(), err)?;
+        let store = store_choice(raw.store.as_ref(), err)?;
         let lb = match raw.lb.as_ref() {
             None => LoadBalancerKind::Embedded,
-            Some(lb) => lb.value.parse().map_err(|e| err(&lb.referenced, "lb", e))?,
+            Some(lb) => lb.value.parse().map_err(|e| err.at(&lb.referenced, "lb", e))?,
         };
-        // What the command can run, checked here so that the mistake points at the file.
-        match (run, &store, raw.run.as_ref(), raw.store.as_ref()) {
-            (RunMode::Containers, StoreChoice::Memory, Some(at), _) => {
-                return Err(err(
-                    &at.referenced,
-                    "run",
-                    "containers share their objects through etcd: add `store: etcd` (it runs in a container too)".to_owned(),
-                ));
-            }
-            (RunMode::Containers, StoreChoice::ExistingEtcd(_), _, Some(at)) => {
-                return Err(err(
-                    &at.referenced,
-                    "store",
-                    "containers run their own etcd in a container on their network: use `store: etcd`"
-                        .to_owned(),
-                ));
-            }
-            (RunMode::Processes, StoreChoice::Memory, Some(at), _) => {
-                return Err(err(
-                    &at.referenced,
-                    "run",
-                    "separate processes share their objects through etcd: add `store: etcd` (or {etcd-servers: ...})".to_owned(),
-                ));
-            }
-            (RunMode::InProcess, StoreChoice::PrivateEtcd | StoreChoice::ExistingEtcd(_), _, Some(at)) => {
-                return Err(err(
-                    &at.referenced,
-                    "store",
-                    "in-process servers share one in-memory store: etcd needs `run: processes`".to_owned(),
-                ));
-            }
-            _ => {}
-        }
-
-        let servers = &raw.servers;
-        if servers.value.is_empty() {
-            return Err(err(&servers.referenced, "servers", "lists no server".to_owned()));
-        }
-        if servers.value.len() > MAX_SERVERS {
-            return Err(err(
-                &servers.referenced,
-                "servers",
-                format!("{} servers; at most {MAX_SERVERS}", servers.value.len()),
-            ));
-        }
-        let mut members = Vec::with_capacity(servers.value.len());
-        // (version, peer resolution mode, where) of the first server with the proxy on.
+        check_run_and_store(run, &store, &raw, err)?;
+        check_server_count(&raw.servers, err)?;
+        let try_command = raw
+            .try_command
+            .clone()
+            .unwrap_or_else(|| "get namespaces".to_owned());
+        let mut members = Vec::with_capacity(raw.servers.value.len());
+        // (version, peer resolution mode) of the first server with the proxy on.
         let mut first_proxy: Option<(String, mvp_core::PeerResolutionMode)> = None;
-        for (index, server) in servers.value.iter().enumerate() {
-            let key = |field: &str| format!("servers[{index}].{field}");
-            let name = &server.name.value;
-            if !is_dns_label(name) {
-                return Err(err(
-                    &server.name.referenced,
-                    &key("name"),
-                    format!("{name:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"),
-                ));
-            }
-            if name == "cluster" {
-                return Err(err(
-                    &server.name.referenced,
-                    &key("name"),
-                    "\"cluster\" is the load balancer's kubeconfig (cluster.kubeconfig); pick another name"
-                        .to_owned(),
-                ));
-            }
-            if let Some(first) = servers.value[..index].iter().position(|s| s.name.value == *name) {
-                return Err(err(
-                    &server.name.referenced,
-                    &key("name"),
-                    format!("duplicate name {name:?} (also servers[{first}])"),
-                ));
-            }
-            // A real kube-apiserver reports its version; a fake is told it (the catalog's message
-            // names the range it serves).
-            let binary = match &server.binary {
-                None => None,
-                Some(binary) => {
-                    if run != RunMode::Processes {
-                        return Err(err(
-                            &binary.referenced,
-                            &key("binary"),
-                            "a kube-apiserver binary runs as its own process on etcd: set `run: processes` and `store: etcd`".to_owned(),
-                        ));
-                    }
-                    let base = Path::new(file).parent().unwrap_or(Path::new(""));
-                    let resolved = KubeApiserverBinary::resolve(&binary.value, base)
-                        .map_err(|e| err(&binary.referenced, &key("binary"), e.to_string()))?;
-                    Some(resolved)
-                }
-            };
-            let version = match (&server.version, &binary) {
-                (Some(version), Some(binary)) => {
-                    if real_member::parse_version(&format!("v{}", version.value)).map(|(v, _)| v)
-                        != Some(binary.version.clone())
-                    {
-                        return Err(err(
-                            &version.referenced,
-                            &key("version"),
-                            format!(
-                                "{:?}, but {} is {} (leave `version` out for a binary)",
-                                version.value,
-                                binary.path.display(),
-                                binary.version
-                            ),
-                        ));
-                    }
-                    MemberVersion::Binary(&binary.version, binary.minor)
-                }
-                (None, Some(binary)) => MemberVersion::Binary(&binary.version, binary.minor),
-                (Some(version), None) => MemberVersion::Fake(version.value.parse().map_err(
-                    |e: crate::api::catalog::CatalogError| {
-                        err(&version.referenced, &key("version"), e.to_string())
-                    },
-                )?),
-                (None, None) => {
-                    return Err(err(
-                        &server.name.referenced,
-                        &key("version"),
-                        "missing (a Kubernetes minor such as \"1.36\", or `binary` for a real kube-apiserver)"
-                            .to_owned(),
-                    ));
-                }
-            };
-            let mut extra_flags = Vec::new();
-            if let Some(runtime_config) = &server.runtime_config {
-                extra_flags.push(format!("--runtime-config={runtime_config}"));
-            }
-            if let Some(gates) = &server.feature_gates {
-                extra_flags.push(format!("--feature-gates={gates}"));
-            }
-            for (flag, value) in &server.flags {
-                let flag_key = key(&format!("flags.{flag}"));
-                if matches!(
-                    flag.as_str(),
-                    "kubernetes-version" | "hostname" | "bind-address" | "secure-port"
-                ) {
-                    return Err(err(
-                        &value.referenced,
-                        &flag_key,
-                        "set by the cluster (use `name`, `version`; addresses and ports are the cluster's)"
-                            .to_owned(),
-                    ));
-                }
-                extra_flags.push(format!("--{flag}={}", value.value));
-                // A real binary's flags are its own to judge (it may have flags the fake lacks).
-                let MemberVersion::Fake(version) = version else {
-                    continue;
-                };
-                let probe = [
-                    format!("--kubernetes-version={version}"),
-                    "--tls-cert-file=unused.crt".to_owned(),
-                    "--tls-private-key-file=unused.key".to_owned(),
-                    format!("--{flag}={}", value.value),
-                ];
-                if let Err(e) = ServerFlags::from_args(&probe) {
-                    let message = e.to_string();
-                    let message = message
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .trim_start_matches("error: ");
-                    return Err(err(&value.referenced, &flag_key, message.to_owned()));
-                }
-            }
-            let proxy = match version {
-                MemberVersion::Fake(version) => {
-                    let mut args = vec![
-                        format!("--kubernetes-version={version}"),
-                        format!("--hostname={name}"),
-                        "--tls-cert-file=unused.crt".to_owned(),
-                        "--tls-private-key-file=unused.key".to_owned(),
-                    ];
-                    args.extend(extra_flags.iter().cloned());
-                    let options = ServerFlags::from_args(&args)
-                        .map_err(|e| e.to_string())
-                        .and_then(|flags| flags.validate().map_err(|e| e.to_string()))
-                        .map_err(|message| {
-                            let message = message
-                                .lines()
-                                .next()
-                                .unwrap_or_default()
-                                .trim_start_matches("error: ");
-                            err(
-                                &server.name.referenced,
-                                &format!("servers[{index}]"),
-                                message.to_owned(),
-                            )
-                        })?;
-                    options.mvp_gate_enabled().then_some(options.peer_resolution_mode)
-                }
-                // kube-apiserver resolves peers by StorageVersion before 1.33 (alpha) and by
-                // discovery from 1.33.
-                MemberVersion::Binary(_, minor) => {
-                    let gate_on = server.feature_gates.as_deref().is_some_and(|gates| {
-                        gates
-                            .split(',')
-                            .any(|g| g.trim() == "UnknownVersionInteroperabilityProxy=true")
-                    });
-                    gate_on.then_some(if minor >= 33 {
-                        mvp_core::PeerResolutionMode::Discovery
-                    } else {
-                        mvp_core::PeerResolutionMode::StorageVersion
-                    })
-                }
-            };
-            let version_text = version.to_string();
-            if let Some(peer_resolution_mode) = proxy {
-                match &first_proxy {
-                    None => first_proxy = Some((version_text.clone(), peer_resolution_mode)),
-                    Some((other, mode)) if *mode != peer_resolution_mode => {
-                        let at = server
-                            .version
-                            .as_ref()
-                            .map_or(&server.name.referenced, |v| &v.referenced);
-                        return Err(err(
-                            at,
-                            &key("version"),
-                            format!(
-                                "with the Mixed Version Proxy on, {version_text} resolves peers by {} and {other} by {}: neither finds what the other serves (set flags.peer-resolution-mode alike on every server)",
-                                mode_name(peer_resolution_mode),
-                                mode_name(*mode)
-                            ),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-            }
-            let octet = u8::try_from(index + 1).unwrap_or(u8::MAX);
-            let note = server.note.clone().unwrap_or_else(|| {
-                match (&server.runtime_config, &server.feature_gates) {
-                    (Some(rc), _) => format!("runtime-config {rc}"),
-                    (None, Some(gates)) => format!("feature-gates {gates}"),
-                    (None, None) => "all default APIs".to_owned(),
-                }
-            });
+        for index in 0..raw.servers.value.len() {
+            let member = member_spec(&raw.servers.value, index, run, err, &mut first_proxy)?;
             members.push(MemberSpec {
-                name: name.clone(),
-                ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, octet)),
-                kubernetes_version: version_text,
-                extra_flags,
-                note,
-                try_command: raw
-                    .try_command
-                    .clone()
-                    .unwrap_or_else(|| "get namespaces".to_owned()),
-                binary: binary.map(|b| b.path),
+                try_command: try_command.clone(),
+                ..member
             });
         }
         Ok(Self {
@@ -513,6 +228,401 @@ impl ClusterConfig {
             controller_manager: raw.controllers.unwrap_or(true),
         })
     }
+}
+
+/// Makes the errors of one file: each names the file, the place in it and the key.
+#[derive(Debug, Clone, Copy)]
+struct FileErrors<'a>(&'a str);
+
+impl FileErrors<'_> {
+    fn at(self, at: &serde_saphyr::Location, key: &str, message: String) -> ConfigError {
+        ConfigError {
+            file: self.0.to_owned(),
+            line: at.line(),
+            column: at.column(),
+            key: key.to_owned(),
+            message,
+        }
+    }
+}
+
+/// The `run:` key (in-process when left out).
+fn run_mode(run: Option<&Spanned<String>>, err: FileErrors) -> Result<RunMode, ConfigError> {
+    let Some(run) = run else {
+        return Ok(RunMode::InProcess);
+    };
+    match run.value.as_str() {
+        "in-process" => Ok(RunMode::InProcess),
+        "processes" => Ok(RunMode::Processes),
+        "containers" => Ok(RunMode::Containers),
+        other => Err(err.at(
+            &run.referenced,
+            "run",
+            format!("unknown value {other:?} (known: in-process, processes, containers)"),
+        )),
+    }
+}
+
+/// The `store:` key (memory when left out).
+fn store_choice(store: Option<&Spanned<RawStore>>, err: FileErrors) -> Result<StoreChoice, ConfigError> {
+    let Some(store) = store else {
+        return Ok(StoreChoice::Memory);
+    };
+    match &store.value {
+        RawStore::Name(name) if name == "memory" => Ok(StoreChoice::Memory),
+        RawStore::Name(name) if name == "etcd" => Ok(StoreChoice::PrivateEtcd),
+        RawStore::Name(other) => Err(err.at(
+            &store.referenced,
+            "store",
+            format!("unknown value {other:?} (known: memory, etcd, {{etcd-servers: \"http://...\"}})"),
+        )),
+        RawStore::Existing(urls) => {
+            let urls: Vec<String> = urls
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if urls.is_empty() {
+                return Err(err.at(
+                    &store.referenced,
+                    "store.etcd-servers",
+                    "names no etcd client URL".to_owned(),
+                ));
+            }
+            Ok(StoreChoice::ExistingEtcd(urls))
+        }
+    }
+}
+
+/// What the command can run, checked here so that the mistake points at the file.
+fn check_run_and_store(
+    run: RunMode,
+    store: &StoreChoice,
+    raw: &RawConfig,
+    err: FileErrors,
+) -> Result<(), ConfigError> {
+    match (run, store, raw.run.as_ref(), raw.store.as_ref()) {
+        (RunMode::Containers, StoreChoice::Memory, Some(at), _) => Err(err.at(
+            &at.referenced,
+            "run",
+            "containers share their objects through etcd: add `store: etcd` (it runs in a container too)"
+                .to_owned(),
+        )),
+        (RunMode::Containers, StoreChoice::ExistingEtcd(_), _, Some(at)) => Err(err.at(
+            &at.referenced,
+            "store",
+            "containers run their own etcd in a container on their network: use `store: etcd`".to_owned(),
+        )),
+        (RunMode::Processes, StoreChoice::Memory, Some(at), _) => Err(err.at(
+            &at.referenced,
+            "run",
+            "separate processes share their objects through etcd: add `store: etcd` (or {etcd-servers: ...})"
+                .to_owned(),
+        )),
+        (RunMode::InProcess, StoreChoice::PrivateEtcd | StoreChoice::ExistingEtcd(_), _, Some(at)) => {
+            Err(err.at(
+                &at.referenced,
+                "store",
+                "in-process servers share one in-memory store: etcd needs `run: processes`".to_owned(),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// At least one server, at most [`MAX_SERVERS`].
+fn check_server_count(servers: &Spanned<Vec<RawServer>>, err: FileErrors) -> Result<(), ConfigError> {
+    if servers.value.is_empty() {
+        return Err(err.at(&servers.referenced, "servers", "lists no server".to_owned()));
+    }
+    if servers.value.len() > MAX_SERVERS {
+        return Err(err.at(
+            &servers.referenced,
+            "servers",
+            format!("{} servers; at most {MAX_SERVERS}", servers.value.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// `servers[index].field`, the key errors about a server's field name.
+fn server_key(index: usize, field: &str) -> String {
+    format!("servers[{index}].{field}")
+}
+
+/// The member `servers[index]` describes (its `try_command` left empty for the caller), checked on its
+/// own and against the servers before it (names unique, one peer resolution mode among those with the
+/// proxy on, recorded in `first_proxy`).
+fn member_spec(
+    servers: &[RawServer],
+    index: usize,
+    run: RunMode,
+    err: FileErrors,
+    first_proxy: &mut Option<(String, mvp_core::PeerResolutionMode)>,
+) -> Result<MemberSpec, ConfigError> {
+    let server = &servers[index];
+    check_member_name(servers, index, err)?;
+    let binary = member_binary(server, index, run, err)?;
+    let version = member_version(server, index, binary.as_ref(), err)?;
+    let extra_flags = member_flags(server, index, version, err)?;
+    let proxy = member_proxy_mode(server, index, version, &extra_flags, err)?;
+    let version_text = version.to_string();
+    if let Some(peer_resolution_mode) = proxy {
+        check_proxy_agreement(
+            server,
+            index,
+            &version_text,
+            peer_resolution_mode,
+            first_proxy,
+            err,
+        )?;
+    }
+    let octet = u8::try_from(index + 1).unwrap_or(u8::MAX);
+    let note = server
+        .note
+        .clone()
+        .unwrap_or_else(|| match (&server.runtime_config, &server.feature_gates) {
+            (Some(rc), _) => format!("runtime-config {rc}"),
+            (None, Some(gates)) => format!("feature-gates {gates}"),
+            (None, None) => "all default APIs".to_owned(),
+        });
+    Ok(MemberSpec {
+        name: server.name.value.clone(),
+        ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, octet)),
+        kubernetes_version: version_text,
+        extra_flags,
+        note,
+        try_command: String::new(),
+        binary: binary.map(|b| b.path),
+    })
+}
+
+/// A server's name: a DNS label, not `cluster`, not taken by an earlier server.
+fn check_member_name(servers: &[RawServer], index: usize, err: FileErrors) -> Result<(), ConfigError> {
+    let server = &servers[index];
+    let name = &server.name.value;
+    let key = server_key(index, "name");
+    if !is_dns_label(name) {
+        return Err(err.at(
+            &server.name.referenced,
+            &key,
+            format!("{name:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"),
+        ));
+    }
+    if name == "cluster" {
+        return Err(err.at(
+            &server.name.referenced,
+            &key,
+            "\"cluster\" is the load balancer's kubeconfig (cluster.kubeconfig); pick another name"
+                .to_owned(),
+        ));
+    }
+    if let Some(first) = servers[..index].iter().position(|s| s.name.value == *name) {
+        return Err(err.at(
+            &server.name.referenced,
+            &key,
+            format!("duplicate name {name:?} (also servers[{first}])"),
+        ));
+    }
+    Ok(())
+}
+
+/// The real kube-apiserver binary a server runs, if it names one (only as its own process).
+fn member_binary(
+    server: &RawServer,
+    index: usize,
+    run: RunMode,
+    err: FileErrors,
+) -> Result<Option<KubeApiserverBinary>, ConfigError> {
+    let Some(binary) = &server.binary else {
+        return Ok(None);
+    };
+    if run != RunMode::Processes {
+        return Err(err.at(
+            &binary.referenced,
+            &server_key(index, "binary"),
+            "a kube-apiserver binary runs as its own process on etcd: set `run: processes` and `store: etcd`"
+                .to_owned(),
+        ));
+    }
+    let base = Path::new(err.0).parent().unwrap_or(Path::new(""));
+    let resolved = KubeApiserverBinary::resolve(&binary.value, base)
+        .map_err(|e| err.at(&binary.referenced, &server_key(index, "binary"), e.to_string()))?;
+    Ok(Some(resolved))
+}
+
+/// A server's version: a real kube-apiserver reports its own (a `version` given too must agree); a fake
+/// is told it (the catalog's message names the range it serves).
+fn member_version<'a>(
+    server: &RawServer,
+    index: usize,
+    binary: Option<&'a KubeApiserverBinary>,
+    err: FileErrors,
+) -> Result<MemberVersion<'a>, ConfigError> {
+    let key = server_key(index, "version");
+    match (&server.version, binary) {
+        (Some(version), Some(binary)) => {
+            if real_member::parse_version(&format!("v{}", version.value)).map(|(v, _)| v)
+                != Some(binary.version.clone())
+            {
+                return Err(err.at(
+                    &version.referenced,
+                    &key,
+                    format!(
+                        "{:?}, but {} is {} (leave `version` out for a binary)",
+                        version.value,
+                        binary.path.display(),
+                        binary.version
+                    ),
+                ));
+            }
+            Ok(MemberVersion::Binary(&binary.version, binary.minor))
+        }
+        (None, Some(binary)) => Ok(MemberVersion::Binary(&binary.version, binary.minor)),
+        (Some(version), None) => Ok(MemberVersion::Fake(version.value.parse().map_err(
+            |e: crate::api::catalog::CatalogError| err.at(&version.referenced, &key, e.to_string()),
+        )?)),
+        (None, None) => Err(err.at(
+            &server.name.referenced,
+            &key,
+            "missing (a Kubernetes minor such as \"1.36\", or `binary` for a real kube-apiserver)".to_owned(),
+        )),
+    }
+}
+
+/// The command-line flags a server's `runtime-config`, `feature-gates` and `flags` add, each flag checked
+/// the way the fake's command line would (a real binary's flags are its own to judge); the cluster's own
+/// flags cannot be set.
+fn member_flags(
+    server: &RawServer,
+    index: usize,
+    version: MemberVersion,
+    err: FileErrors,
+) -> Result<Vec<String>, ConfigError> {
+    let mut extra_flags = Vec::new();
+    if let Some(runtime_config) = &server.runtime_config {
+        extra_flags.push(format!("--runtime-config={runtime_config}"));
+    }
+    if let Some(gates) = &server.feature_gates {
+        extra_flags.push(format!("--feature-gates={gates}"));
+    }
+    for (flag, value) in &server.flags {
+        let flag_key = server_key(index, &format!("flags.{flag}"));
+        if matches!(
+            flag.as_str(),
+            "kubernetes-version" | "hostname" | "bind-address" | "secure-port"
+        ) {
+            return Err(err.at(
+                &value.referenced,
+                &flag_key,
+                "set by the cluster (use `name`, `version`; addresses and ports are the cluster's)"
+                    .to_owned(),
+            ));
+        }
+        extra_flags.push(format!("--{flag}={}", value.value));
+        let MemberVersion::Fake(version) = version else {
+            continue;
+        };
+        let probe = [
+            format!("--kubernetes-version={version}"),
+            "--tls-cert-file=unused.crt".to_owned(),
+            "--tls-private-key-file=unused.key".to_owned(),
+            format!("--{flag}={}", value.value),
+        ];
+        if let Err(e) = ServerFlags::from_args(&probe) {
+            return Err(err.at(&value.referenced, &flag_key, first_line(&e.to_string())));
+        }
+    }
+    Ok(extra_flags)
+}
+
+/// The first line of a command-line error, without clap's `error: ` prefix.
+fn first_line(message: &str) -> String {
+    message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .to_owned()
+}
+
+/// How a server resolves peers when its Mixed Version Proxy is on (`None`: off). A fake's flags are
+/// validated whole here; kube-apiserver resolves peers by StorageVersion before 1.33 (alpha) and by
+/// discovery from 1.33.
+fn member_proxy_mode(
+    server: &RawServer,
+    index: usize,
+    version: MemberVersion,
+    extra_flags: &[String],
+    err: FileErrors,
+) -> Result<Option<mvp_core::PeerResolutionMode>, ConfigError> {
+    match version {
+        MemberVersion::Fake(version) => {
+            let mut args = vec![
+                format!("--kubernetes-version={version}"),
+                format!("--hostname={}", server.name.value),
+                "--tls-cert-file=unused.crt".to_owned(),
+                "--tls-private-key-file=unused.key".to_owned(),
+            ];
+            args.extend(extra_flags.iter().cloned());
+            let options = ServerFlags::from_args(&args)
+                .map_err(|e| e.to_string())
+                .and_then(|flags| flags.validate().map_err(|e| e.to_string()))
+                .map_err(|message| {
+                    err.at(
+                        &server.name.referenced,
+                        &format!("servers[{index}]"),
+                        first_line(&message),
+                    )
+                })?;
+            Ok(options.mvp_gate_enabled().then_some(options.peer_resolution_mode))
+        }
+        MemberVersion::Binary(_, minor) => {
+            let gate_on = server.feature_gates.as_deref().is_some_and(|gates| {
+                gates
+                    .split(',')
+                    .any(|g| g.trim() == "UnknownVersionInteroperabilityProxy=true")
+            });
+            Ok(gate_on.then_some(if minor >= 33 {
+                mvp_core::PeerResolutionMode::Discovery
+            } else {
+                mvp_core::PeerResolutionMode::StorageVersion
+            }))
+        }
+    }
+}
+
+/// Every server with the proxy on resolves peers alike: the first one's mode (recorded in
+/// `first_proxy`) is the one the others must have.
+fn check_proxy_agreement(
+    server: &RawServer,
+    index: usize,
+    version_text: &str,
+    peer_resolution_mode: mvp_core::PeerResolutionMode,
+    first_proxy: &mut Option<(String, mvp_core::PeerResolutionMode)>,
+    err: FileErrors,
+) -> Result<(), ConfigError> {
+    match first_proxy {
+        None => *first_proxy = Some((version_text.to_owned(), peer_resolution_mode)),
+        Some((other, mode)) if *mode != peer_resolution_mode => {
+            let at = server
+                .version
+                .as_ref()
+                .map_or(&server.name.referenced, |v| &v.referenced);
+            return Err(err.at(
+                at,
+                &server_key(index, "version"),
+                format!(
+                    "with the Mixed Version Proxy on, {version_text} resolves peers by {} and {other} by {}: neither finds what the other serves (set flags.peer-resolution-mode alike on every server)",
+                    mode_name(peer_resolution_mode),
+                    mode_name(*mode)
+                ),
+            ));
+        }
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 /// A member's Kubernetes version: told to a fake, or reported by a real binary (which may be a minor
@@ -569,7 +679,8 @@ fn is_dns_label(name: &str) -> bool {
 }
 
 /// The example files' directory in this source tree (tests read them; the binary embeds them).
-pub fn examples_dir() -> PathBuf {
+#[cfg(test)]
+pub fn examples_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clusters")
 }
 

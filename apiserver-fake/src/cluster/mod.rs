@@ -7,7 +7,7 @@
 //! load tools) and `DIR/cluster.json`, prints a table and runs until SIGINT/SIGTERM. The cluster is
 //! described by a YAML file ([`config_file`]); the presets are such files.
 
-pub mod config_file;
+pub(crate) mod config_file;
 pub mod containers;
 pub mod controller_manager;
 pub mod etcd_process;

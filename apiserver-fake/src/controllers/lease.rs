@@ -5,22 +5,14 @@
 //! crashed) and its own lease on graceful shutdown, so peers forget it at once (PR #134514).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serde_json::Value;
+use mvp_core::feeders::{IdentityLease, IdentityLeaseTask, delete_identity_lease};
 use tokio_util::sync::CancellationToken;
 
-use crate::controllers::identity::{IDENTITY_LEASE_NAMESPACE, identity_lease, micro_time};
-use crate::store::{ObjectKey, Preconditions, StorageResource, Store};
-
-fn lease_resource() -> StorageResource {
-    StorageResource::new("coordination.k8s.io", "leases")
-}
-
-fn own_key(server_id: &str) -> ObjectKey {
-    ObjectKey::namespaced(IDENTITY_LEASE_NAMESPACE, server_id)
-}
+use crate::controllers::cluster_api::StoreCluster;
+use crate::store::Store;
 
 /// The identity lease of one run of a server, as its controller writes it.
 #[derive(Debug, Clone)]
@@ -41,41 +33,37 @@ pub struct OwnLease {
     pub delete_stale: bool,
 }
 
-/// Publishes and renews one server's identity lease.
+/// Publishes and renews one server's identity lease: mvp-core's [`IdentityLeaseTask`] over this
+/// server's store, which deletes the lease itself at the right point of its shutdown
+/// ([`Self::delete_own_lease`]).
 pub struct IdentityLeaseController {
-    lease: OwnLease,
-    store: Arc<dyn Store>,
+    task: IdentityLeaseTask,
     published: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for IdentityLeaseController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IdentityLeaseController")
-            .field("lease", &self.lease)
+            .field("task", &self.task)
             .finish_non_exhaustive()
     }
 }
 
 impl IdentityLeaseController {
-    /// A controller writing `lease` to `store`; it sets `published` once the lease is written.
+    /// A controller writing `lease` to `store`; it sets `published` once the lease is written by
+    /// [`Self::run`].
     pub fn new(lease: OwnLease, store: Arc<dyn Store>, published: Arc<AtomicBool>) -> Self {
-        Self {
-            lease,
-            store,
-            published,
-        }
-    }
-
-    fn desired(&self) -> Value {
-        let lease = &self.lease;
-        identity_lease(
-            &lease.server_id,
-            &lease.holder_identity,
-            &lease.hostname,
-            lease.duration.as_secs(),
-            &micro_time(time::OffsetDateTime::now_utc()),
-            lease.peer_address.as_deref(),
-        )
+        let lease = IdentityLease {
+            server_id: lease.server_id,
+            holder_identity: lease.holder_identity,
+            hostname: lease.hostname,
+            duration: lease.duration,
+            renew_interval: lease.renew_interval,
+            peer_advertise_address: lease.peer_address,
+            clean_up: lease.delete_stale,
+        };
+        let task = IdentityLeaseTask::new(Arc::new(StoreCluster(store)), lease).keep_on_stop();
+        Self { task, published }
     }
 
     /// Startup, before anything else refers to this server's ID (e.g. StorageVersion entries, which the
@@ -83,80 +71,26 @@ impl IdentityLeaseController {
     /// lease of the same name left by a previous run, then writes this run's lease once. Errors are left
     /// to [`Self::run`], which retries every renew interval.
     pub async fn initialize(&self) {
-        let store = self.store.as_ref();
-        let resource = lease_resource();
-        let key = own_key(&self.lease.server_id);
-        if self.lease.delete_stale
-            && let Ok(existing) = store.get(&resource, &key).await
-            && existing.pointer("/spec/holderIdentity").and_then(Value::as_str)
-                != Some(self.lease.holder_identity.as_str())
-        {
-            let _ = store
-                .delete(&resource, &key, existing_preconditions(&existing))
-                .await;
-        }
-        self.write().await;
-    }
-
-    /// Creates or renews the lease; whether it was written.
-    async fn write(&self) -> bool {
-        let store = self.store.as_ref();
-        let resource = lease_resource();
-        let key = own_key(&self.lease.server_id);
-        let desired = self.desired();
-        match store.get(&resource, &key).await {
-            Ok(mut current) => {
-                // Renew: keep metadata (uid, resourceVersion), replace spec and labels.
-                current["spec"] = desired["spec"].clone();
-                current["metadata"]["labels"] = desired["metadata"]["labels"].clone();
-                if let Some(annotations) = desired["metadata"].get("annotations") {
-                    current["metadata"]["annotations"] = annotations.clone();
-                }
-                store.update(&resource, &key, current, None).await.is_ok()
-            }
-            Err(_) => store.create(&resource, &key, desired).await.is_ok(),
+        if let Err(err) = self.task.initialize().await {
+            tracing::warn!(error = %err, "failed to write the identity lease; retrying");
         }
     }
 
     /// Runs until `cancel`: renews the lease every renew interval (the first time at once) and sets the
-    /// published flag (the server's readiness) once it is written. Call [`Self::initialize`] first. Store errors are retried on the
-    /// next tick.
+    /// published flag (the server's readiness) once it is written. Call [`Self::initialize`] first.
+    /// Store errors are retried on the next tick.
     pub async fn run(self, cancel: CancellationToken) {
-        let mut interval = tokio::time::interval(self.lease.renew_interval);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                _ = interval.tick() => {}
-            }
-            if self.write().await {
-                self.published.store(true, Ordering::Release);
-            }
-        }
+        self.task
+            .with_published(self.published)
+            .run(cancel.cancelled_owned())
+            .await;
     }
 
     /// Deletes this server's lease (graceful shutdown, 1.35+) if it is still this run's: a lease already
     /// taken over by a newer run of the same host is left alone.
-    pub async fn delete_own_lease(store: &dyn Store, server_id: &str, holder_identity: &str) {
-        let (resource, key) = (lease_resource(), own_key(server_id));
-        if let Ok(existing) = store.get(&resource, &key).await
-            && existing.pointer("/spec/holderIdentity").and_then(Value::as_str) == Some(holder_identity)
-        {
-            let _ = store
-                .delete(&resource, &key, existing_preconditions(&existing))
-                .await;
+    pub async fn delete_own_lease(store: Arc<dyn Store>, server_id: &str, holder_identity: &str) {
+        if let Err(err) = delete_identity_lease(&StoreCluster(store), server_id, holder_identity).await {
+            tracing::warn!(error = %err, "failed to delete the identity lease");
         }
     }
-}
-
-/// Delete preconditions pinning the object as read (uid and resourceVersion), so a concurrent rewrite is
-/// not deleted by mistake.
-fn existing_preconditions(existing: &Value) -> Option<Preconditions> {
-    Some(Preconditions {
-        uid: existing
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        resource_version: crate::store::resource_version(existing),
-    })
 }

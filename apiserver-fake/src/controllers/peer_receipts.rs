@@ -6,67 +6,61 @@
 //! (beside the peer endpoint records, unreachable through the API), and a starting server's
 //! `/readyz` waits until every reachable peer that publishes receipts lists its current run.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
 
 /// Key prefix of the receipts in the internal keyspace; the server ID follows.
-pub const PREFIX: &str = "/peerdiscoveryreceipts/";
+pub const PREFIX: &str = mvp_core::feeders::RECEIPT_PREFIX;
 
 /// Peer ID → `holderIdentity` of the identity lease it had when it was asked.
-pub type Receipt = HashMap<String, String>;
-
-/// The record stored for `receipt`.
-pub fn record(receipt: &Receipt) -> Value {
-    json!({ "reached": receipt })
-}
+pub type Receipt = mvp_core::feeders::Receipt;
 
 /// The receipt in a stored record (`None` when it is not one).
 pub fn from_record(record: &Value) -> Option<Receipt> {
-    serde_json::from_value(record.get("reached")?.clone()).ok()
+    mvp_core::feeders::receipt_from_record(record)
 }
 
 /// Writes this server's receipt whenever it changes, and again every `refresh` so that it lives as
-/// long as the server (`ttl`, like the peer endpoint record); removed when `cancel` fires.
+/// long as the server (`ttl`, like the peer endpoint record); removed when `cancel` fires. mvp-core's
+/// [`mvp_core::feeders::run_receipt_publisher`] over this server's store.
 pub async fn run_publisher(
     store: Arc<dyn Store>,
     server_id: String,
-    mut receipts: watch::Receiver<Option<Receipt>>,
+    receipts: watch::Receiver<Option<Receipt>>,
     ttl: Duration,
     refresh: Duration,
     cancel: CancellationToken,
 ) {
-    let key = format!("{PREFIX}{server_id}");
-    loop {
-        let current = receipts.borrow_and_update().clone();
-        if let Some(receipt) = current
-            && let Err(err) = store.put_internal(&key, record(&receipt), ttl).await
-        {
-            tracing::warn!(error = %err, "failed to write the peer discovery receipt");
-        }
-        tokio::select! {
-            () = cancel.cancelled() => break,
-            changed = receipts.changed() => if changed.is_err() { break },
-            () = tokio::time::sleep(refresh) => {}
-        }
-    }
-    let _ = store.delete_internal(&key).await;
+    let cluster = Arc::new(crate::controllers::cluster_api::StoreCluster(store));
+    mvp_core::feeders::run_receipt_publisher(
+        cluster,
+        server_id,
+        receipts,
+        ttl,
+        refresh,
+        cancel.cancelled_owned(),
+    )
+    .await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_receipt_round_trips_through_its_record() {
         let receipt = Receipt::from([("apiserver-a".to_owned(), "apiserver-a_1234".to_owned())]);
-        assert_eq!(from_record(&record(&receipt)), Some(receipt));
+        assert_eq!(
+            from_record(&mvp_core::feeders::receipt_record(&receipt)),
+            Some(receipt)
+        );
         assert_eq!(from_record(&json!({"subsets": []})), None);
     }
 }

@@ -19,18 +19,9 @@ pub const GROUP: &str = "internal.apiserver.k8s.io";
 /// Resource name of StorageVersion objects.
 pub const RESOURCE: &str = "storageversions";
 
-/// What one server stores for one group/resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerStorageVersion {
-    /// `<group>.<resource>`, core as `core`.
-    pub object_name: String,
-    /// The version objects are written in (`group/version`, or `v1` for core).
-    pub encoding_version: String,
-    /// Versions this server can decode.
-    pub decodable_versions: Vec<String>,
-    /// Versions this server serves.
-    pub served_versions: Vec<String>,
-}
+/// What one server stores for one group/resource: mvp-core's record, which its StorageVersion feeder
+/// writes for embedders the same way.
+pub use mvp_core::feeders::ServerStorageVersion;
 
 fn qualified(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -75,75 +66,12 @@ pub fn server_storage_versions(apis: &ServedApis) -> Vec<ServerStorageVersion> {
 }
 
 /// `status` of a StorageVersion object after putting `entry` for `server_id` into `existing` (the
-/// current object's status, or `Null`), replacing that server's previous entry.
-pub fn merged_status(existing: &Value, server_id: &str, entry: &ServerStorageVersion, now: &str) -> Value {
-    let mut entries = entries_of_other_servers(existing, server_id);
-    entries.push(json!({
-        "apiServerID": server_id,
-        "encodingVersion": entry.encoding_version,
-        "decodableVersions": entry.decodable_versions,
-        "servedVersions": entry.served_versions,
-    }));
-    entries.sort_by(|a, b| {
-        a.get("apiServerID")
-            .and_then(Value::as_str)
-            .cmp(&b.get("apiServerID").and_then(Value::as_str))
-    });
-    summarise(entries, existing, now)
-}
-
+/// current object's status, or `Null`), replacing that server's previous entry: mvp-core's merge, so an
+/// embedder's feeder and the fake summarise entries (`commonEncodingVersion`, `AllEncodingVersionsEqual`)
+/// identically.
+pub use mvp_core::feeders::merged_storage_version_status as merged_status;
 /// `status` after removing `server_id`'s entry (its server is gone).
-pub fn status_without(existing: &Value, server_id: &str, now: &str) -> Value {
-    summarise(entries_of_other_servers(existing, server_id), existing, now)
-}
-
-/// The `storageVersions` entries of `existing` that belong to servers other than `server_id`.
-fn entries_of_other_servers(existing: &Value, server_id: &str) -> Vec<Value> {
-    existing
-        .get("storageVersions")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter(|e| e.get("apiServerID").and_then(Value::as_str) != Some(server_id))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn summarise(entries: Vec<Value>, existing: &Value, now: &str) -> Value {
-    let first = entries.first().and_then(|e| e.get("encodingVersion")).cloned();
-    let all_equal = first.is_some() && entries.iter().all(|e| e.get("encodingVersion") == first.as_ref());
-    let previous = existing
-        .get("conditions")
-        .and_then(Value::as_array)
-        .and_then(|c| c.iter().find(|c| c["type"] == "AllEncodingVersionsEqual"))
-        .cloned();
-    let status = if all_equal { "True" } else { "False" };
-    let last_transition = match &previous {
-        Some(p) if p["status"] == status => p["lastTransitionTime"].clone(),
-        _ => json!(now),
-    };
-    let (reason, message) = if all_equal {
-        ("CommonEncodingVersionSet", "Common encoding version set")
-    } else {
-        ("CommonEncodingVersionNotSet", "Common encoding version unset")
-    };
-    let mut out = json!({
-        "storageVersions": entries,
-        "conditions": [{
-            "type": "AllEncodingVersionsEqual",
-            "status": status,
-            "lastTransitionTime": last_transition,
-            "reason": reason,
-            "message": message,
-        }],
-    });
-    if all_equal && let Some(version) = first {
-        out["commonEncodingVersion"] = version;
-    }
-    out
-}
+pub use mvp_core::feeders::storage_version_status_without as status_without;
 
 /// Writes this server's entries into the StorageVersion objects (the storage version manager's job at
 /// startup). Conflicts with other servers writing the same object are retried.

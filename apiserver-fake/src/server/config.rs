@@ -189,6 +189,18 @@ pub struct ServerFlags {
     /// either are read. (kube-apiserver's flag and default.)
     #[arg(long, default_value = "application/vnd.kubernetes.protobuf")]
     pub storage_media_type: crate::store::StorageMediaType,
+    /// Enable watch caching in the apiserver. (kube-apiserver's flag and default; the fake caches only
+    /// in front of etcd, docs/decisions.md §21.)
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_cache: bool,
+    /// Watch cache size settings for some resources (pods, nodes, etc.), comma separated. The
+    /// individual setting format: resource[.group]#size, where resource is lowercase plural (no
+    /// version), group is omitted for resources of apiVersion v1 (the legacy core API) and included
+    /// for others, and size is a number. The only meaningful size setting to supply here is zero,
+    /// which means to disable watch caching for the associated resource; all non-zero values are
+    /// equivalent and mean to not disable watch caching for that resource. (kube-apiserver's flag.)
+    #[arg(long, value_delimiter = ',')]
+    pub watch_cache_sizes: Vec<String>,
     /// A CIDR notation IP range from which to assign service cluster IPs. (kube-apiserver's flag; the
     /// default is kubeadm's, kube-apiserver has none. The fake serves one, single-stack range.)
     #[arg(long, default_value = "10.96.0.0/12")]
@@ -350,6 +362,10 @@ pub enum ConfigError {
     /// built without etcd support.
     #[error("--etcd-servers: {0}")]
     EtcdServers(String),
+    /// A `--watch-cache-sizes` entry is not `resource[.group]#size` (upstream's
+    /// `ParseWatchCacheSizes` text).
+    #[error("{0}")]
+    WatchCacheSizes(String),
     /// `--authorization-mode` names no mode, an unknown or unsupported one, or one twice.
     #[error(transparent)]
     AuthorizationMode(#[from] crate::chain::authorization::AuthorizationModeError),
@@ -407,11 +423,17 @@ impl ServerFlags {
                 servers: self.etcd_servers.clone(),
                 prefix: self.etcd_prefix.clone(),
             };
-            Ok(Arc::new(
+            let etcd: Arc<dyn Store> = Arc::new(
                 EtcdStore::connect(&config, timeout)
                     .await?
                     .with_media_type(self.storage_media_type),
-            ))
+            );
+            if !self.watch_cache {
+                return Ok(etcd);
+            }
+            let sizes = crate::store::WatchCacheSizes::parse(&self.watch_cache_sizes)
+                .map_err(crate::store::StoreError::Unavailable)?;
+            Ok(Arc::new(crate::store::CachedStore::new(etcd, sizes)))
         }
         #[cfg(not(feature = "etcd"))]
         {
@@ -452,6 +474,8 @@ impl ServerFlags {
     /// Checks `--etcd-servers`: plain-HTTP URLs (the fake has no `--etcd-cafile`), in a binary that
     /// has the etcd backend.
     fn validate_etcd(&self) -> Result<(), ConfigError> {
+        crate::store::WatchCacheSizes::parse(&self.watch_cache_sizes)
+            .map_err(ConfigError::WatchCacheSizes)?;
         if self.etcd_servers.is_empty() {
             return Ok(());
         }
@@ -478,161 +502,20 @@ impl ServerFlags {
     /// Checks the flags the way kube-apiserver validates its options and resolves defaults.
     pub fn validate(&self) -> Result<ServerOptions, ConfigError> {
         let logging = self.logging.validate()?;
-        let binary_version: KubeVersion =
-            self.kubernetes_version
-                .parse()
-                .map_err(|e: crate::api::catalog::CatalogError| ConfigError::InvalidValue {
-                    flag: "kubernetes-version",
-                    value: self.kubernetes_version.clone(),
-                    reason: e.to_string(),
-                })?;
-        let emulated_version = match &self.emulated_version {
-            None => binary_version,
-            Some(raw) => {
-                let value = raw.strip_prefix("kube=").unwrap_or(raw);
-                let emulated: KubeVersion =
-                    value.parse().map_err(|e: crate::api::catalog::CatalogError| {
-                        ConfigError::InvalidValue {
-                            flag: "emulated-version",
-                            value: raw.clone(),
-                            reason: e.to_string(),
-                        }
-                    })?;
-                // kube-apiserver 1.36 emulates down to 1.33: three minors (component-base/compatibility).
-                let min = KubeVersion {
-                    major: binary_version.major,
-                    minor: binary_version.minor.saturating_sub(3).max(28),
-                };
-                if emulated > binary_version || emulated < min {
-                    return Err(ConfigError::EmulatedVersionOutOfRange {
-                        emulated,
-                        min,
-                        binary: binary_version,
-                    });
-                }
-                emulated
-            }
-        };
-        let runtime_config: RuntimeConfig =
-            self.runtime_config
-                .parse()
-                .map_err(|e: crate::api::catalog::CatalogError| ConfigError::InvalidValue {
-                    flag: "runtime-config",
-                    value: self.runtime_config.clone(),
-                    reason: e.to_string(),
-                })?;
-        let feature_gates: FeatureGates =
-            self.feature_gates
-                .parse()
-                .map_err(|e: crate::api::catalog::CatalogError| ConfigError::InvalidValue {
-                    flag: "feature-gates",
-                    value: self.feature_gates.clone(),
-                    reason: e.to_string(),
-                })?;
+        let (binary_version, emulated_version) = self.versions()?;
+        let runtime_config: RuntimeConfig = parse_flag("runtime-config", &self.runtime_config)?;
+        let feature_gates: FeatureGates = parse_flag("feature-gates", &self.feature_gates)?;
         if self.tls_cert_file.is_none() || self.tls_private_key_file.is_none() {
             return Err(ConfigError::ServingCertMissing);
         }
-        let mvp_enabled = feature_gates.enabled(MVP_FEATURE_GATE, emulated_version);
-        if !mvp_enabled {
-            if self.peer_ca_file.is_some() {
-                return Err(ConfigError::PeerFlagWithoutGate { flag: "peer-ca-file" });
-            }
-            if self.peer_advertise_ip.is_some() {
-                return Err(ConfigError::PeerFlagWithoutGate {
-                    flag: "peer-advertise-ip",
-                });
-            }
-            if self.peer_advertise_port.is_some() {
-                return Err(ConfigError::PeerFlagWithoutGate {
-                    flag: "peer-advertise-port",
-                });
-            }
-        } else if self.peer_ca_file.is_some() {
-            // Alpha (StorageVersion era, before 1.33) needs StorageVersionAPI (docs/mvp-behaviour.md §1.1).
-            let storage_version_mode = match self.peer_resolution_mode {
-                Some(mode) => mode == PeerResolutionModeFlag::StorageVersion,
-                None => emulated_version.minor < 33,
-            };
-            if storage_version_mode && !feature_gates.enabled("StorageVersionAPI", emulated_version) {
-                return Err(ConfigError::ProxyNeedsStorageVersionApi);
-            }
-            if self.proxy_client_cert_file.is_none() {
-                return Err(ConfigError::ProxyCertMissing);
-            }
-            if self.proxy_client_key_file.is_none() {
-                return Err(ConfigError::ProxyKeyMissing);
-            }
-        }
-        if self.identity_lease_duration_seconds == 0 || self.identity_lease_renew_interval_seconds == 0 {
-            return Err(ConfigError::Timing(
-                "identity lease duration and renew interval must be positive".to_owned(),
-            ));
-        }
-        for (flag, value) in [
-            (
-                "identity-lease-gc-period-seconds",
-                self.identity_lease_gc_period_seconds,
-            ),
-            ("peer-endpoint-ttl-seconds", self.peer_endpoint_ttl_seconds),
-            (
-                "peer-endpoint-refresh-seconds",
-                self.peer_endpoint_refresh_seconds,
-            ),
-            (
-                "local-discovery-refresh-seconds",
-                self.local_discovery_refresh_seconds,
-            ),
-            (
-                "storage-version-gc-period-seconds",
-                self.storage_version_gc_period_seconds,
-            ),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::Timing(format!("--{flag} must be positive")));
-            }
-        }
-        if self.enable_priority_and_fairness
-            && self.max_requests_inflight + self.max_mutating_requests_inflight == 0
-        {
-            return Err(ConfigError::NoConcurrency(
-                self.max_requests_inflight,
-                self.max_mutating_requests_inflight,
-            ));
-        }
-        if self.peer_endpoint_refresh_seconds >= self.peer_endpoint_ttl_seconds {
-            return Err(ConfigError::Timing(
-                "--peer-endpoint-refresh-seconds must be less than --peer-endpoint-ttl-seconds".to_owned(),
-            ));
-        }
-        let request_timeout = match go_duration(&self.request_timeout) {
-            Some(timeout) if !timeout.is_zero() => timeout,
-            _ => {
-                return Err(ConfigError::InvalidValue {
-                    flag: "request-timeout",
-                    value: self.request_timeout.clone(),
-                    reason: "must be a positive duration such as 1m0s".to_owned(),
-                });
-            }
-        };
-        if let Some(max) = &self.service_account_max_token_expiration
-            && go_duration(max).is_none_or(|d| d.is_zero())
-        {
-            return Err(ConfigError::InvalidValue {
-                flag: "service-account-max-token-expiration",
-                value: max.clone(),
-                reason: "must be a positive duration such as 24h0m0s".to_owned(),
-            });
-        }
+        self.check_peer_flags(&feature_gates, emulated_version)?;
+        self.check_timing()?;
+        let request_timeout = self.request_timeout()?;
         let hostname = match &self.hostname {
             Some(h) => h.clone(),
             None => machine_hostname(),
         };
-        let peer_resolution_mode = match self.peer_resolution_mode {
-            Some(PeerResolutionModeFlag::StorageVersion) => mvp_core::PeerResolutionMode::StorageVersion,
-            Some(PeerResolutionModeFlag::Discovery) => mvp_core::PeerResolutionMode::Discovery,
-            None if emulated_version.minor < 33 => mvp_core::PeerResolutionMode::StorageVersion,
-            None => mvp_core::PeerResolutionMode::Discovery,
-        };
+        let peer_resolution_mode = self.peer_resolution_mode(emulated_version);
         self.validate_etcd()?;
         let service_cidr = self.service_cluster_ip_range.parse().map_err(
             |e: crate::api::rest::defaults::service_ip::ServiceCidrError| ConfigError::InvalidValue {
@@ -678,6 +561,173 @@ impl ServerFlags {
             authorizer: crate::chain::authorization::Authorizer::from_flag(&self.authorization_mode)?,
         })
     }
+
+    /// `--kubernetes-version` and `--emulated-version` (the binary's by default; kube-apiserver 1.36
+    /// emulates down to 1.33: three minors, component-base/compatibility).
+    fn versions(&self) -> Result<(KubeVersion, KubeVersion), ConfigError> {
+        let binary_version: KubeVersion = parse_flag("kubernetes-version", &self.kubernetes_version)?;
+        let Some(raw) = &self.emulated_version else {
+            return Ok((binary_version, binary_version));
+        };
+        let value = raw.strip_prefix("kube=").unwrap_or(raw);
+        let emulated: KubeVersion =
+            value
+                .parse()
+                .map_err(|e: crate::api::catalog::CatalogError| ConfigError::InvalidValue {
+                    flag: "emulated-version",
+                    value: raw.clone(),
+                    reason: e.to_string(),
+                })?;
+        let min = KubeVersion {
+            major: binary_version.major,
+            minor: binary_version.minor.saturating_sub(3).max(28),
+        };
+        if emulated > binary_version || emulated < min {
+            return Err(ConfigError::EmulatedVersionOutOfRange {
+                emulated,
+                min,
+                binary: binary_version,
+            });
+        }
+        Ok((binary_version, emulated))
+    }
+
+    /// The `--peer-*` and proxy certificate flags: only with the proxy's gate on; with `--peer-ca-file`,
+    /// the proxy's client certificate and (in StorageVersion mode) the StorageVersion API.
+    fn check_peer_flags(
+        &self,
+        feature_gates: &FeatureGates,
+        emulated_version: KubeVersion,
+    ) -> Result<(), ConfigError> {
+        let mvp_enabled = feature_gates.enabled(MVP_FEATURE_GATE, emulated_version);
+        if !mvp_enabled {
+            if self.peer_ca_file.is_some() {
+                return Err(ConfigError::PeerFlagWithoutGate { flag: "peer-ca-file" });
+            }
+            if self.peer_advertise_ip.is_some() {
+                return Err(ConfigError::PeerFlagWithoutGate {
+                    flag: "peer-advertise-ip",
+                });
+            }
+            if self.peer_advertise_port.is_some() {
+                return Err(ConfigError::PeerFlagWithoutGate {
+                    flag: "peer-advertise-port",
+                });
+            }
+        } else if self.peer_ca_file.is_some() {
+            // Alpha (StorageVersion era, before 1.33) needs StorageVersionAPI (docs/mvp-behaviour.md §1.1).
+            let storage_version_mode = match self.peer_resolution_mode {
+                Some(mode) => mode == PeerResolutionModeFlag::StorageVersion,
+                None => emulated_version.minor < 33,
+            };
+            if storage_version_mode && !feature_gates.enabled("StorageVersionAPI", emulated_version) {
+                return Err(ConfigError::ProxyNeedsStorageVersionApi);
+            }
+            if self.proxy_client_cert_file.is_none() {
+                return Err(ConfigError::ProxyCertMissing);
+            }
+            if self.proxy_client_key_file.is_none() {
+                return Err(ConfigError::ProxyKeyMissing);
+            }
+        }
+        Ok(())
+    }
+
+    /// Periods, lease timing and concurrency limits: positive, a refresh shorter than its TTL, some
+    /// concurrency for priority and fairness to share.
+    fn check_timing(&self) -> Result<(), ConfigError> {
+        if self.identity_lease_duration_seconds == 0 || self.identity_lease_renew_interval_seconds == 0 {
+            return Err(ConfigError::Timing(
+                "identity lease duration and renew interval must be positive".to_owned(),
+            ));
+        }
+        for (flag, value) in [
+            (
+                "identity-lease-gc-period-seconds",
+                self.identity_lease_gc_period_seconds,
+            ),
+            ("peer-endpoint-ttl-seconds", self.peer_endpoint_ttl_seconds),
+            (
+                "peer-endpoint-refresh-seconds",
+                self.peer_endpoint_refresh_seconds,
+            ),
+            (
+                "local-discovery-refresh-seconds",
+                self.local_discovery_refresh_seconds,
+            ),
+            (
+                "storage-version-gc-period-seconds",
+                self.storage_version_gc_period_seconds,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Timing(format!("--{flag} must be positive")));
+            }
+        }
+        if self.enable_priority_and_fairness
+            && self.max_requests_inflight + self.max_mutating_requests_inflight == 0
+        {
+            return Err(ConfigError::NoConcurrency(
+                self.max_requests_inflight,
+                self.max_mutating_requests_inflight,
+            ));
+        }
+        if self.peer_endpoint_refresh_seconds >= self.peer_endpoint_ttl_seconds {
+            return Err(ConfigError::Timing(
+                "--peer-endpoint-refresh-seconds must be less than --peer-endpoint-ttl-seconds".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `--request-timeout`, a positive Go duration (`--service-account-max-token-expiration` too, when
+    /// given).
+    fn request_timeout(&self) -> Result<Duration, ConfigError> {
+        let request_timeout = match go_duration(&self.request_timeout) {
+            Some(timeout) if !timeout.is_zero() => timeout,
+            _ => {
+                return Err(ConfigError::InvalidValue {
+                    flag: "request-timeout",
+                    value: self.request_timeout.clone(),
+                    reason: "must be a positive duration such as 1m0s".to_owned(),
+                });
+            }
+        };
+        if let Some(max) = &self.service_account_max_token_expiration
+            && go_duration(max).is_none_or(|d| d.is_zero())
+        {
+            return Err(ConfigError::InvalidValue {
+                flag: "service-account-max-token-expiration",
+                value: max.clone(),
+                reason: "must be a positive duration such as 24h0m0s".to_owned(),
+            });
+        }
+        Ok(request_timeout)
+    }
+
+    /// `--peer-resolution-mode`, by default StorageVersion before 1.33 and discovery from 1.33.
+    fn peer_resolution_mode(&self, emulated_version: KubeVersion) -> mvp_core::PeerResolutionMode {
+        match self.peer_resolution_mode {
+            Some(PeerResolutionModeFlag::StorageVersion) => mvp_core::PeerResolutionMode::StorageVersion,
+            Some(PeerResolutionModeFlag::Discovery) => mvp_core::PeerResolutionMode::Discovery,
+            None if emulated_version.minor < 33 => mvp_core::PeerResolutionMode::StorageVersion,
+            None => mvp_core::PeerResolutionMode::Discovery,
+        }
+    }
+}
+
+/// A flag whose value parses as the catalog parses versions, runtime-config and feature gates.
+fn parse_flag<T>(flag: &'static str, value: &str) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr<Err = crate::api::catalog::CatalogError>,
+{
+    value
+        .parse()
+        .map_err(|e: crate::api::catalog::CatalogError| ConfigError::InvalidValue {
+            flag,
+            value: value.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 impl ServerOptions {

@@ -91,6 +91,8 @@ pub(super) async fn accept_loop(
             };
             let svc = tower::service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(info.clone());
+                // What the Mixed Version Proxy forwards to a peer as `X-Forwarded-For`.
+                req.extensions_mut().insert(mvp_core::RemoteAddr(remote_addr));
                 super::unread_body::serve(app.clone(), req)
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());

@@ -7,11 +7,11 @@
 //! [`RunningServer::shutdown`] stops it gracefully (cleaning up what it published);
 //! [`RunningServer::kill`] stops it the way a crash does.
 
-pub mod accepted_flags;
+pub(crate) mod accepted_flags;
 pub mod config;
 mod listener;
 pub mod logging;
-pub mod mvp;
+pub(crate) mod mvp;
 mod tls;
 mod unread_body;
 
@@ -35,7 +35,6 @@ use crate::chain::authentication::{AuthSetupError, Authenticator};
 use crate::controllers::crd;
 use crate::controllers::identity;
 use crate::controllers::lease::{IdentityLeaseController, OwnLease};
-use crate::controllers::peer_endpoint::PeerEndpointReconciler;
 use crate::server::config::ServerOptions;
 use crate::server::mvp::peer_proxy::{PeerProxy, ProxyInputs};
 use crate::store::Store;
@@ -110,8 +109,6 @@ pub struct ServerState {
     /// The Mixed Version Proxy, when enabled: its resolver, view of peer addresses and readiness
     /// checks (`/readyz` waits for them).
     pub proxy: Option<PeerProxy>,
-    /// Peer-aggregated `/apis` (gate on, 1.35+); the peer proxy connects its peer cache to it.
-    pub peer_aggregated: Option<Arc<PeerAggregatedDiscoveryHandler>>,
     /// The bootstrap RBAC policy and its snapshot, kept whatever the authorization mode (the
     /// authorizer's own in RBAC mode); `/readyz` waits for its bootstrap.
     pub rbac: Arc<crate::chain::rbac::RbacAuthorizer>,
@@ -280,7 +277,6 @@ pub struct RunningServer {
     crash: CancellationToken,
     accept: Option<JoinHandle<()>>,
     tasks: JoinSet<()>,
-    served_tx: Arc<watch::Sender<Arc<ServedApis>>>,
 }
 
 impl RunningServer {
@@ -302,11 +298,6 @@ impl RunningServer {
     /// Shared state (configuration, metrics, request log).
     pub fn state(&self) -> &Arc<ServerState> {
         &self.state
-    }
-
-    /// Replaces what the server serves (used by the CRD controller and by tests).
-    pub fn served_sender(&self) -> &Arc<watch::Sender<Arc<ServedApis>>> {
-        &self.served_tx
     }
 
     /// Waits until `/readyz` would answer ok, or the timeout passes; returns whether it is ready.
@@ -332,7 +323,7 @@ impl RunningServer {
             // address when the next run of the server comes up on it, ask that run for its discovery
             // before its record exists, and answer 503 for what only it serves until then. The
             // reconciler no longer writes: it waits for readiness, just withdrawn.
-            PeerEndpointReconciler::remove(self.state.store.as_ref(), &self.state.server_id).await;
+            crate::controllers::peer_endpoint::remove(self.state.store.as_ref(), &self.state.server_id).await;
             tokio::time::sleep(2 * crate::server::mvp::peer_proxy::ENDPOINT_REFRESH).await;
         }
         self.cancel.cancel();
@@ -349,7 +340,7 @@ impl RunningServer {
         }
         // Controllers have stopped, so nothing re-creates what we remove now (again: a write that was
         // under way when the record was first removed).
-        PeerEndpointReconciler::remove(self.state.store.as_ref(), &self.state.server_id).await;
+        crate::controllers::peer_endpoint::remove(self.state.store.as_ref(), &self.state.server_id).await;
         // Upstream's RemoveEndpoints: this server's master lease and address go with it.
         let public = SocketAddr::new(self.state.options.public_address(), self.state.local_addr.port());
         if let Err(err) = crate::controllers::kubernetes_service::reconcile(
@@ -364,7 +355,7 @@ impl RunningServer {
         }
         if self.state.options.emulated_version.minor >= 35 {
             IdentityLeaseController::delete_own_lease(
-                self.state.store.as_ref(),
+                self.state.store.clone(),
                 &self.state.server_id,
                 &self.state.holder_identity,
             )
@@ -413,25 +404,8 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     )?);
     let (served_tx, served) = watch::channel(builtin.clone());
     let served_tx = Arc::new(served_tx);
-    if let Err(e) = crate::api::rest::lifecycle::ensure_system_namespaces(store.as_ref()).await {
-        tracing::warn!(error = %e, "could not create the system namespaces");
-    }
-    if let Some(path) = &options.flags.custom_resources_file {
-        crd::create_crds(
-            store.as_ref(),
-            crd::read_custom_resources_file(path)?,
-            options.binary_version,
-        )
-        .await;
-    }
-
-    let bind = SocketAddr::new(options.flags.bind_address, options.flags.secure_port);
-    let listener = TcpListener::bind(bind)
-        .await
-        .map_err(|source| ServerError::Bind { addr: bind, source })?;
-    let local_addr = listener
-        .local_addr()
-        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+    seed_store(&options, store.as_ref()).await?;
+    let (listener, local_addr) = bind(&options).await?;
 
     // The bootstrap controller's `default/kubernetes` Service, with this server among its endpoints.
     let public = SocketAddr::new(options.public_address(), local_addr.port());
@@ -446,47 +420,15 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
     let mut discovery = DiscoveryContext::new(
         options.emulated_version,
         options.feature_gates.clone(),
-        SocketAddr::new(options.public_address(), local_addr.port()).to_string(),
+        public.to_string(),
     );
     let metrics = ServerMetrics::new();
-    let peer_aggregated = if options.mvp_gate_enabled() && options.emulated_version.minor >= 35 {
-        let counters = mvp_core::PeerAggregatedMetrics::register(metrics.registry())
-            .map_err(crate::server::mvp::peer_proxy::PeerProxyError::from)?;
-        let handler = PeerAggregatedDiscoveryHandler::new(server_id.clone()).with_metrics(counters);
-        Some(Arc::new(handler))
-    } else {
-        None
-    };
+    let peer_aggregated = peer_aggregated_handler(&options, &server_id, &metrics)?;
     discovery.peer_aggregated = peer_aggregated.clone();
-    let inflight = crate::chain::inflight::InFlightLimits::new(
-        options.flags.max_requests_inflight,
-        options.flags.max_mutating_requests_inflight,
-    );
-    let flow_control = options.flags.enable_priority_and_fairness.then(|| {
-        crate::chain::flow_control::FlowControl::new(
-            options.flags.max_requests_inflight + options.flags.max_mutating_requests_inflight,
-        )
-    });
+    let (inflight, flow_control) = concurrency_limits(&options);
     let ready: Arc<AtomicBool> = Arc::default();
-
-    // The identity lease exists before anything names this server (StorageVersion entries of a server
-    // without lease are garbage).
-    let lease_controller = IdentityLeaseController::new(
-        OwnLease {
-            server_id: server_id.clone(),
-            holder_identity: holder_identity.clone(),
-            hostname: options.hostname.clone(),
-            duration: options.identity_lease_duration,
-            renew_interval: options.identity_lease_renew_interval,
-            peer_address: options
-                .mvp_gate_enabled()
-                .then(|| options.peer_address(local_addr.port()).to_string()),
-            delete_stale: options.emulated_version.minor >= 35,
-        },
-        store.clone(),
-        ready.clone(),
-    );
-    lease_controller.initialize().await;
+    let lease_controller =
+        identity_lease(&options, &store, &server_id, &holder_identity, local_addr, &ready).await;
     let storage_version_api = options
         .feature_gates
         .enabled("StorageVersionAPI", options.emulated_version);
@@ -522,7 +464,6 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         proxy,
         discovery,
         openapi: Default::default(),
-        peer_aggregated,
         metrics,
         options,
         server_id,
@@ -549,56 +490,11 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         crash.clone(),
     ));
     tasks.spawn(lease_controller.run(cancel.clone()));
-    // The bootstrap roles exist whatever the authorization mode (kube-apiserver's rbac storage installs
-    // its post-start hook with the API group); RBAC mode also decides on the policy kept here.
-    tasks.spawn(crate::chain::rbac::run_controller(
-        state.store.clone(),
-        state.rbac.clone(),
-        cancel.clone(),
-    ));
-    tasks.spawn(crate::controllers::lease_gc::run_identity_lease_gc(
-        state.store.clone(),
-        state.options.identity_lease_gc_period,
-        cancel.clone(),
-    ));
-    if storage_version_api {
-        // kube-controller-manager's storageversiongc; the fake plays the whole control plane.
-        tasks.spawn(crate::controllers::storage_version_gc::run_storage_version_gc(
-            state.store.clone(),
-            state.options.storage_version_gc_period,
-            cancel.clone(),
-        ));
-    }
-    tasks.spawn(crd::run_crd_controller(
-        state.store.clone(),
-        builtin,
-        served_tx.clone(),
-        cancel.clone(),
-    ));
-    if state.options.mvp_gate_enabled() {
-        // Upstream runs the peer endpoint reconciler whenever the gate is on, even without --peer-ca-file.
-        let started = state.clone();
-        let reconciler = PeerEndpointReconciler::new(
-            state.store.clone(),
-            state.server_id.clone(),
-            state.options.peer_address(local_addr.port()),
-            Arc::new(move || started.is_started()),
-            state.peer_endpoint_published.clone(),
-        )
-        .with_timing(
-            state.options.peer_endpoint_ttl,
-            state.options.peer_endpoint_refresh,
-        );
-        tasks.spawn(reconciler.run(cancel.clone()));
-    }
-    // The lease endpoint reconciler keeps this server among the `kubernetes` Service's endpoints.
-    tasks.spawn(crate::controllers::kubernetes_service::run_reconciler(
-        state.store.clone(),
-        state.options.service_cidr,
-        SocketAddr::new(state.options.public_address(), local_addr.port()),
-        crate::controllers::kubernetes_service::RECONCILE_INTERVAL,
-        cancel.clone(),
-    ));
+    let controllers = Controllers {
+        state: &state,
+        cancel: &cancel,
+    };
+    controllers.spawn(&mut tasks, builtin, served_tx, storage_version_api);
     tracing::info!(server_id = %state.server_id, addr = %local_addr, "fake kube-apiserver listening");
     Ok(RunningServer {
         state,
@@ -606,6 +502,179 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
         crash,
         accept: Some(accept),
         tasks,
-        served_tx,
     })
+}
+
+/// What a server puts in its store before it serves: the system namespaces and the custom resources
+/// of `--custom-resources-file`.
+async fn seed_store(options: &ServerOptions, store: &dyn Store) -> Result<(), ServerError> {
+    if let Err(e) = crate::api::rest::lifecycle::ensure_system_namespaces(store).await {
+        tracing::warn!(error = %e, "could not create the system namespaces");
+    }
+    if let Some(path) = &options.flags.custom_resources_file {
+        crd::create_crds(
+            store,
+            crd::read_custom_resources_file(path)?,
+            options.binary_version,
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// The listener on `--bind-address`:`--secure-port`, and the address it got (the port may be 0).
+async fn bind(options: &ServerOptions) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let bind = SocketAddr::new(options.flags.bind_address, options.flags.secure_port);
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr: bind, source })?;
+    Ok((listener, local_addr))
+}
+
+/// The peer-aggregated discovery handler, with its metrics: served from 1.35 with the proxy's gate on.
+fn peer_aggregated_handler(
+    options: &ServerOptions,
+    server_id: &str,
+    metrics: &ServerMetrics,
+) -> Result<Option<Arc<PeerAggregatedDiscoveryHandler>>, ServerError> {
+    if !(options.mvp_gate_enabled() && options.emulated_version.minor >= 35) {
+        return Ok(None);
+    }
+    let counters = mvp_core::PeerAggregatedMetrics::register(metrics.registry())
+        .map_err(crate::server::mvp::peer_proxy::PeerProxyError::from)?;
+    let handler = PeerAggregatedDiscoveryHandler::new(server_id.to_owned()).with_metrics(counters);
+    Ok(Some(Arc::new(handler)))
+}
+
+/// The in-flight limits of `--max-requests-inflight` and `--max-mutating-requests-inflight`, and
+/// priority and fairness sharing their sum (`--enable-priority-and-fairness`).
+fn concurrency_limits(
+    options: &ServerOptions,
+) -> (
+    crate::chain::inflight::InFlightLimits,
+    Option<crate::chain::flow_control::FlowControl>,
+) {
+    let inflight = crate::chain::inflight::InFlightLimits::new(
+        options.flags.max_requests_inflight,
+        options.flags.max_mutating_requests_inflight,
+    );
+    let flow_control = options.flags.enable_priority_and_fairness.then(|| {
+        crate::chain::flow_control::FlowControl::new(
+            options.flags.max_requests_inflight + options.flags.max_mutating_requests_inflight,
+        )
+    });
+    (inflight, flow_control)
+}
+
+/// This server's identity lease controller, its lease already written: the lease exists before
+/// anything names this server (StorageVersion entries of a server without lease are garbage).
+async fn identity_lease(
+    options: &ServerOptions,
+    store: &Arc<dyn Store>,
+    server_id: &str,
+    holder_identity: &str,
+    local_addr: SocketAddr,
+    ready: &Arc<AtomicBool>,
+) -> IdentityLeaseController {
+    let lease_controller = IdentityLeaseController::new(
+        OwnLease {
+            server_id: server_id.to_owned(),
+            holder_identity: holder_identity.to_owned(),
+            hostname: options.hostname.clone(),
+            duration: options.identity_lease_duration,
+            renew_interval: options.identity_lease_renew_interval,
+            peer_address: options
+                .mvp_gate_enabled()
+                .then(|| options.peer_address(local_addr.port()).to_string()),
+            delete_stale: options.emulated_version.minor >= 35,
+        },
+        store.clone(),
+        ready.clone(),
+    );
+    lease_controller.initialize().await;
+    lease_controller
+}
+
+/// The control-plane loops a started server runs until `cancel`.
+struct Controllers<'a> {
+    state: &'a Arc<ServerState>,
+    cancel: &'a CancellationToken,
+}
+
+impl Controllers<'_> {
+    /// RBAC bootstrap, identity lease GC, StorageVersion GC (with the API), CRDs, the peer endpoint
+    /// (with the proxy's gate) and the `kubernetes` Service's endpoints.
+    fn spawn(
+        &self,
+        tasks: &mut JoinSet<()>,
+        builtin: Arc<ServedApis>,
+        served_tx: Arc<watch::Sender<Arc<ServedApis>>>,
+        storage_version_api: bool,
+    ) {
+        let (state, cancel) = (self.state, self.cancel);
+        // The bootstrap roles exist whatever the authorization mode (kube-apiserver's rbac storage
+        // installs its post-start hook with the API group); RBAC mode also decides on the policy kept
+        // here.
+        tasks.spawn(crate::chain::rbac::run_controller(
+            state.store.clone(),
+            state.rbac.clone(),
+            cancel.clone(),
+        ));
+        tasks.spawn(crate::controllers::lease_gc::run_identity_lease_gc(
+            state.store.clone(),
+            state.options.identity_lease_gc_period,
+            cancel.clone(),
+        ));
+        if storage_version_api {
+            // kube-controller-manager's storageversiongc; the fake plays the whole control plane.
+            tasks.spawn(crate::controllers::storage_version_gc::run_storage_version_gc(
+                state.store.clone(),
+                state.options.storage_version_gc_period,
+                cancel.clone(),
+            ));
+        }
+        tasks.spawn(crd::run_crd_controller(
+            state.store.clone(),
+            builtin,
+            served_tx,
+            cancel.clone(),
+        ));
+        if state.options.mvp_gate_enabled() {
+            // Upstream runs the peer endpoint reconciler whenever the gate is on, even without
+            // --peer-ca-file.
+            tasks.spawn(self.peer_endpoint_task().run(cancel.clone().cancelled_owned()));
+        }
+        // The lease endpoint reconciler keeps this server among the `kubernetes` Service's endpoints.
+        tasks.spawn(crate::controllers::kubernetes_service::run_reconciler(
+            state.store.clone(),
+            state.options.service_cidr,
+            SocketAddr::new(state.options.public_address(), state.local_addr.port()),
+            crate::controllers::kubernetes_service::RECONCILE_INTERVAL,
+            cancel.clone(),
+        ));
+    }
+
+    /// mvp-core's task over this server's store: written once the server has started (identity lease
+    /// and proxy caches), as upstream waits for `/readyz`; `/readyz` also waits for that first write,
+    /// since peers cannot reach this server before it. The shutdown sequence removes it.
+    fn peer_endpoint_task(&self) -> mvp_core::PeerEndpointTask {
+        let state = self.state;
+        let started = state.clone();
+        let cluster = Arc::new(crate::controllers::cluster_api::StoreCluster(state.store.clone()));
+        mvp_core::PeerEndpointTask::new(
+            cluster,
+            state.server_id.clone(),
+            state.options.peer_address(state.local_addr.port()),
+            Arc::new(move || started.is_started()),
+        )
+        .with_timing(
+            state.options.peer_endpoint_ttl,
+            state.options.peer_endpoint_refresh,
+        )
+        .with_published(state.peer_endpoint_published.clone())
+        .keep_on_stop()
+    }
 }

@@ -47,11 +47,33 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Go's `rstAvoidanceDelay`: how long a closing connection keeps reading after its last response.
 const LINGER: Duration = Duration::from_millis(500);
 
+/// The most of the body the handler chain gets in one frame. hyper hands over what its read buffer
+/// holds (up to the 1 MiB it may grow to for large request heads), where Go's handlers read through
+/// small buffers and stop one byte past their limit: a 413 for a 4 MiB body would otherwise have
+/// consumed most of it, and the connection kept where Go's closes. With frames this small, what the
+/// chain leaves unread is within one frame of what a Go handler leaves.
+const MAX_FRAME_BYTES: usize = 16 << 10;
+
+/// The request body as the connection holds it: the rest of the frame the chain is reading, then the
+/// connection's stream.
+#[derive(Default)]
+struct BodyState {
+    /// What is left of a frame larger than [`MAX_FRAME_BYTES`] (not yet seen by the chain).
+    pending: Bytes,
+    incoming: Option<Incoming>,
+}
+
+impl BodyState {
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_empty() && self.incoming.as_ref().is_none_or(HttpBody::is_end_stream)
+    }
+}
+
 /// The request body shared between the handler chain (which reads it through [`TrackedBody`]) and the
 /// connection (which drains what the chain left once the chain has dropped it).
 #[derive(Default)]
 struct Shared {
-    incoming: Mutex<Option<Incoming>>,
+    body: Mutex<BodyState>,
     /// The body was read to its end.
     finished: AtomicBool,
     /// The handler chain no longer holds the body.
@@ -61,15 +83,12 @@ struct Shared {
 impl Shared {
     fn finished(&self) -> bool {
         self.finished.load(Ordering::Acquire)
-            || self
-                .incoming
-                .lock()
-                .map(|incoming| incoming.as_ref().is_none_or(HttpBody::is_end_stream))
-                .unwrap_or(false)
+            || self.body.lock().map(|body| body.is_end_stream()).unwrap_or(false)
     }
 }
 
-/// The request body the handler chain sees: the connection's, with what became of it recorded.
+/// The request body the handler chain sees: the connection's, in frames of at most
+/// [`MAX_FRAME_BYTES`], with what became of it recorded.
 struct TrackedBody {
     shared: Arc<Shared>,
 }
@@ -88,34 +107,57 @@ impl HttpBody for TrackedBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let Ok(mut incoming) = self.shared.incoming.lock() else {
+        let Ok(mut body) = self.shared.body.lock() else {
             return Poll::Ready(None);
         };
-        let Some(body) = incoming.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let polled = Pin::new(body).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
-            self.shared.finished.store(true, Ordering::Release);
+        let body = &mut *body;
+        if !body.pending.is_empty() {
+            let take = body.pending.len().min(MAX_FRAME_BYTES);
+            return Poll::Ready(Some(Ok(Frame::data(body.pending.split_to(take)))));
         }
-        polled
+        let Some(incoming) = body.incoming.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(incoming).poll_frame(cx) {
+            Poll::Ready(None) => {
+                self.shared.finished.store(true, Ordering::Release);
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(mut data) if data.len() > MAX_FRAME_BYTES => {
+                    body.pending = data.split_off(MAX_FRAME_BYTES);
+                    Poll::Ready(Some(Ok(Frame::data(data))))
+                }
+                Ok(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
+                Err(frame) => Poll::Ready(Some(Ok(frame))),
+            },
+            other => other,
+        }
     }
 
     fn is_end_stream(&self) -> bool {
         self.shared
-            .incoming
+            .body
             .lock()
-            .map(|incoming| incoming.as_ref().is_none_or(HttpBody::is_end_stream))
+            .map(|body| body.is_end_stream())
             .unwrap_or(true)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.shared
+        let Ok(body) = self.shared.body.lock() else {
+            return SizeHint::with_exact(0);
+        };
+        let pending = body.pending.len() as u64;
+        let mut hint = body
             .incoming
-            .lock()
-            .ok()
-            .and_then(|incoming| incoming.as_ref().map(HttpBody::size_hint))
-            .unwrap_or_else(|| SizeHint::with_exact(0))
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), HttpBody::size_hint);
+        // The upper bound first: `set_lower` refuses a lower bound above the upper one.
+        if let Some(upper) = hint.upper() {
+            hint.set_upper(upper + pending);
+        }
+        hint.set_lower(hint.lower() + pending);
+        hint
     }
 }
 
@@ -135,8 +177,8 @@ pub async fn serve(app: HandlerChain, req: Request<Incoming>) -> Result<Response
         .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
     let shared = Arc::new(Shared::default());
     let req = req.map(|incoming| {
-        if let Ok(mut slot) = shared.incoming.lock() {
-            *slot = Some(incoming);
+        if let Ok(mut body) = shared.body.lock() {
+            body.incoming = Some(incoming);
         }
         Body::new(TrackedBody {
             shared: shared.clone(),
@@ -188,11 +230,19 @@ fn request_head_too_large() -> Response<Body> {
 /// Reads and discards what is left of the body, up to [`MAX_POST_HANDLER_READ_BYTES`]; whether it
 /// ended there (the connection can carry the next request).
 async fn drain(shared: &Shared) -> bool {
-    let Some(mut body) = shared.incoming.lock().ok().and_then(|mut slot| slot.take()) else {
+    let Some((pending, incoming)) = shared.body.lock().ok().map(|mut body| {
+        let body = &mut *body;
+        (std::mem::take(&mut body.pending), body.incoming.take())
+    }) else {
+        return true;
+    };
+    let Some(mut left) = MAX_POST_HANDLER_READ_BYTES.checked_sub(pending.len() as u64) else {
+        return false;
+    };
+    let Some(mut body) = incoming else {
         return true;
     };
     let read = async {
-        let mut left = MAX_POST_HANDLER_READ_BYTES;
         loop {
             match body.frame().await {
                 None => return true,

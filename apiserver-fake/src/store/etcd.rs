@@ -29,9 +29,9 @@ use serde_json::Value;
 use crate::protobuf;
 
 use super::{
-    Object, ObjectKey, Preconditions, RangePage, StorageMediaType, StorageResource, Store, StoreError,
-    StoreResult, WatchEvent, WatchEventType, WatchStream, check_preconditions, fill_create_metadata,
-    prepare_update, set_resource_version,
+    Object, ObjectKey, Preconditions, ProgressWatch, RangePage, StorageMediaType, StorageResource, Store,
+    StoreError, StoreResult, WatchEvent, WatchEventType, WatchStream, check_preconditions,
+    fill_create_metadata, prepare_update, set_resource_version,
 };
 
 /// How long one etcd call may take before it fails (upstream bounds calls by the request's context;
@@ -63,6 +63,11 @@ pub struct EtcdStore {
     prefix: String,
     /// How objects are written (any encoding is read).
     media_type: StorageMediaType,
+    /// The client URLs, each asked for its version by [`Self::request_progress_supported`].
+    servers: Vec<String>,
+    /// Whether every endpoint answers requested progress notifications in order with events, once
+    /// known (upstream's `RequestWatchProgress` feature; see [`super::etcd_progress`]).
+    progress_supported: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -172,6 +177,8 @@ impl EtcdStore {
             client,
             prefix: config.prefix.trim_end_matches('/').to_owned(),
             media_type: StorageMediaType::default(),
+            servers: config.servers.clone(),
+            progress_supported: std::sync::Arc::default(),
         };
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -221,6 +228,22 @@ impl EtcdStore {
         format!("{}{key}", self.prefix)
     }
 
+    /// Whether etcd's requested progress notifications can be trusted (every endpoint at 3.4.31+ or
+    /// 3.5.13+, upstream's `RequestWatchProgress` check). Not known yet (an endpoint did not answer):
+    /// false, and asked again next time.
+    pub async fn request_progress_supported(&self) -> bool {
+        let check = self
+            .progress_supported
+            .get_or_try_init(|| super::etcd_progress::servers_support_request_progress(&self.servers));
+        match check.await {
+            Ok(supported) => *supported,
+            Err(err) => {
+                tracing::debug!(%err, "could not check whether etcd supports RequestWatchProgress");
+                false
+            }
+        }
+    }
+
     /// A linearizable read of one key, as kube-apiserver's health check does.
     async fn ping(&self, timeout: Duration) -> StoreResult<()> {
         let mut client = self.client.clone();
@@ -235,6 +258,106 @@ impl EtcdStore {
             Ok(Err(err)) => Err(describe(&err)),
             Err(_) => Err(unavailable("context deadline exceeded")),
         }
+    }
+
+    /// An etcd watch of `prefix` from after `from` (`None`: from now), with `prev_kv`. With
+    /// `progress`, etcd's progress notifications come out as [`WatchEventType::Bookmark`] events and
+    /// [`ProgressWatch::request_progress`] asks for one (etcd's `RequestProgress`).
+    async fn open_watch(
+        &self,
+        prefix: String,
+        from: Option<u64>,
+        progress: bool,
+    ) -> StoreResult<ProgressWatch> {
+        let mut client = self.client.clone();
+        let mut options = WatchOptions::new().with_prefix().with_prev_key();
+        if let Some(from) = from {
+            let from = i64::try_from(from).map_err(|_| unavailable("revision out of range"))?;
+            // etcd only says a start revision is compacted once the watch runs; a read at that
+            // revision says so now, so the caller gets 410 before any event, as from the
+            // in-memory store.
+            if from > 0 {
+                let probe = call(
+                    client.get(
+                        prefix.clone(),
+                        Some(
+                            GetOptions::new()
+                                .with_prefix()
+                                .with_count_only()
+                                .with_revision(from),
+                        ),
+                    ),
+                )
+                .await;
+                if let Err(StoreError::Unavailable(message)) = &probe
+                    && message.contains("compacted")
+                {
+                    return Err(StoreError::Expired {
+                        requested: from as u64,
+                        oldest: from as u64 + 1,
+                    });
+                }
+                probe?;
+            }
+            options = options.with_start_revision(from + 1);
+        }
+        let stream = call(client.watch(prefix, Some(options))).await?;
+        let (mut sender, stream) = stream.split();
+        // The request half lives as long as the stream (the events closure holds a sender), as the
+        // unsplit stream held it.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                if sender.request_progress().await.is_err() {
+                    break;
+                }
+            }
+        });
+        let request_progress = progress.then(|| tx.clone());
+        let requested = from.unwrap_or(0);
+        let events = stream
+            .map(move |response| -> Vec<StoreResult<WatchEvent>> {
+                let _request_half = &tx;
+                let response = match response {
+                    Ok(response) => response,
+                    Err(err) => return vec![Err(describe(&err))],
+                };
+                if response.compact_revision() > 0 {
+                    return vec![Err(StoreError::Expired {
+                        requested,
+                        oldest: revision(response.compact_revision()),
+                    })];
+                }
+                if response.canceled() {
+                    return vec![Err(unavailable(format!(
+                        "watch canceled: {}",
+                        response.cancel_reason()
+                    )))];
+                }
+                if progress && response.events().is_empty() && !response.created() {
+                    // A progress notification: every change up to the header's revision was sent.
+                    return vec![Ok(WatchEvent {
+                        event_type: WatchEventType::Bookmark,
+                        object: Value::Null,
+                        revision: header_revision(response.header()),
+                        prev_object: None,
+                    })];
+                }
+                response.events().iter().filter_map(watch_event).collect()
+            })
+            .flat_map(futures_util::stream::iter)
+            // The first error ends the stream, as the contract says.
+            .scan(false, |failed, item| {
+                if *failed {
+                    return std::future::ready(None);
+                }
+                *failed = item.is_err();
+                std::future::ready(Some(item))
+            });
+        Ok(ProgressWatch {
+            events: events.boxed(),
+            request_progress,
+        })
     }
 
     async fn read(&self, resource: &StorageResource, key: &ObjectKey) -> StoreResult<(Object, i64)> {
@@ -515,70 +638,21 @@ impl Store for EtcdStore {
     ) -> BoxFuture<'a, StoreResult<WatchStream>> {
         Box::pin(async move {
             let prefix = self.scope_prefix(resource, namespace);
-            let mut client = self.client.clone();
-            let mut options = WatchOptions::new().with_prefix().with_prev_key();
-            if let Some(from) = from {
-                let from = i64::try_from(from).map_err(|_| unavailable("revision out of range"))?;
-                // etcd only says a start revision is compacted once the watch runs; a read at that
-                // revision says so now, so the caller gets 410 before any event, as from the
-                // in-memory store.
-                if from > 0 {
-                    let probe = call(
-                        client.get(
-                            prefix.clone(),
-                            Some(
-                                GetOptions::new()
-                                    .with_prefix()
-                                    .with_count_only()
-                                    .with_revision(from),
-                            ),
-                        ),
-                    )
-                    .await;
-                    if let Err(StoreError::Unavailable(message)) = &probe
-                        && message.contains("compacted")
-                    {
-                        return Err(StoreError::Expired {
-                            requested: from as u64,
-                            oldest: from as u64 + 1,
-                        });
-                    }
-                    probe?;
-                }
-                options = options.with_start_revision(from + 1);
-            }
-            let stream = call(client.watch(prefix, Some(options))).await?;
-            let requested = from.unwrap_or(0);
-            let events = stream
-                .map(move |response| -> Vec<StoreResult<WatchEvent>> {
-                    let response = match response {
-                        Ok(response) => response,
-                        Err(err) => return vec![Err(describe(&err))],
-                    };
-                    if response.compact_revision() > 0 {
-                        return vec![Err(StoreError::Expired {
-                            requested,
-                            oldest: revision(response.compact_revision()),
-                        })];
-                    }
-                    if response.canceled() {
-                        return vec![Err(unavailable(format!(
-                            "watch canceled: {}",
-                            response.cancel_reason()
-                        )))];
-                    }
-                    response.events().iter().filter_map(watch_event).collect()
-                })
-                .flat_map(futures_util::stream::iter)
-                // The first error ends the stream, as the contract says.
-                .scan(false, |failed, item| {
-                    if *failed {
-                        return std::future::ready(None);
-                    }
-                    *failed = item.is_err();
-                    std::future::ready(Some(item))
-                });
-            Ok(events.boxed())
+            Ok(self.open_watch(prefix, from, false).await?.events)
+        })
+    }
+
+    fn watch_progress<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        from: u64,
+    ) -> BoxFuture<'a, StoreResult<ProgressWatch>> {
+        Box::pin(async move {
+            // Progress notifications an etcd sends out of order with events would make a watch
+            // cache skip writes: only asked for where they are in order.
+            let progress = self.request_progress_supported().await;
+            self.open_watch(self.resource_prefix(resource), Some(from), progress)
+                .await
         })
     }
 

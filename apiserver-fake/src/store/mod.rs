@@ -21,6 +21,7 @@
 //! Beside the API objects there is an *internal keyspace* with TTLs, used for peer endpoint records
 //! (docs/mvp-behaviour.md §2.4). It is not reachable through the HTTP API.
 
+mod cacher;
 mod memory;
 mod watch_history;
 
@@ -34,7 +35,10 @@ use serde_json::Value;
 
 #[cfg(feature = "etcd")]
 mod etcd;
+#[cfg(feature = "etcd")]
+mod etcd_progress;
 
+pub use cacher::{CachedStore, WatchCacheSizes};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdConfig, EtcdStore};
 pub use memory::MemoryStore;
@@ -228,6 +232,39 @@ pub enum StoreError {
     /// backend's own, as kube-apiserver passes etcd's errors through.
     #[error("{0}")]
     Unavailable(String),
+    /// A custom resource could not be converted between the storage version and a served version
+    /// (`rest::conversion`); `write` when converting what is written to the storage version.
+    #[error("{message}")]
+    Conversion {
+        /// Upstream's text (`conversion webhook for ... failed: ...`).
+        message: String,
+        /// Whether the conversion was of an object being written.
+        write: bool,
+    },
+    /// The watch cache did not reach the requested revision in time (upstream's
+    /// `NewTooLargeResourceVersionError`: 504 with Retry-After).
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The revision the request needs.
+        requested: u64,
+        /// The revision the cache is at.
+        current: u64,
+    },
+    /// The watch cache is (re)initializing (upstream's 429 `storage is (re)initializing`).
+    #[error("storage is (re)initializing")]
+    Initializing,
+}
+
+/// A watch of a whole resource that also reports etcd's progress: [`WatchEventType::Bookmark`] events
+/// (object `null`) whose revision says every change up to it has been delivered. What the watch cache
+/// reads from (upstream's reflector with `RequestWatchProgress`).
+pub struct ProgressWatch {
+    /// Changes and progress notifications, in revision order.
+    pub events: WatchStream,
+    /// Asks the backend for a progress notification as soon as possible (`None`: the backend sends
+    /// none it can vouch for — etcd before 3.4.31 / 3.5.13 may send one ahead of events still queued
+    /// — and a cache must not take its revision as caught up; dropping it does not end the watch).
+    pub request_progress: Option<tokio::sync::mpsc::UnboundedSender<()>>,
 }
 
 /// The answer of [`Store::list_range`], with what etcd's `RangeResponse` tells a chunked list.
@@ -348,6 +385,22 @@ pub trait Store: Send + Sync + 'static {
         namespace: Option<&'a str>,
         from: Option<u64>,
     ) -> BoxFuture<'a, StoreResult<WatchStream>>;
+
+    /// [`Store::watch`] of all of `resource` from `from`, with progress notifications (see
+    /// [`ProgressWatch`]). The default has none: a cache over such a store learns the current revision
+    /// from changes only.
+    fn watch_progress<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        from: u64,
+    ) -> BoxFuture<'a, StoreResult<ProgressWatch>> {
+        Box::pin(async move {
+            Ok(ProgressWatch {
+                events: self.watch(resource, None, Some(from)).await?,
+                request_progress: None,
+            })
+        })
+    }
 
     /// The store's current revision.
     fn current_revision(&self) -> BoxFuture<'_, StoreResult<u64>>;

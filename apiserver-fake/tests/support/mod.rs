@@ -5,6 +5,7 @@ use std::path::Path;
 
 pub mod demo;
 pub mod etcd;
+pub mod https;
 
 use apiserver_fake::cluster::{Cluster, MemberSpec, start_cluster};
 use bytes::Bytes;
@@ -20,45 +21,24 @@ use serde_json::Value;
 
 pub type Https = hyper_rustls::HttpsConnector<HttpConnector>;
 
-/// The oldest kubectl minor version (of major version 1) the kubectl tests are written for.
-pub const MIN_KUBECTL_MINOR: u32 = 28;
-
-/// Whether `kubectl` on `PATH` is at least 1.[`MIN_KUBECTL_MINOR`]; if not, prints why the calling
-/// test is skipped.
+/// Whether the kubectl of the shared harness ([`kube_mvp_testing::Kubectl::find`]: `$KUBECTL` or the
+/// one on `PATH`) is at least 1.28; if not, it has printed why the calling test is skipped.
 pub fn kubectl_available() -> bool {
-    let output = std::process::Command::new("kubectl")
-        .args(["version", "--client", "-o", "json"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
-    let why = match output {
-        Ok(output) if output.status.success() => match kubectl_client_version(&output.stdout) {
-            Some(version) if version >= (1, MIN_KUBECTL_MINOR) => return true,
-            Some((major, minor)) => format!("kubectl on PATH is {major}.{minor}"),
-            None => "kubectl on PATH printed no client version".to_owned(),
-        },
-        Ok(output) => format!("`kubectl version --client` failed ({})", output.status),
-        Err(e) => format!("kubectl is not on PATH ({e})"),
-    };
-    eprintln!("skipped: {why}; this test needs kubectl >= 1.{MIN_KUBECTL_MINOR} on PATH");
-    false
+    kube_mvp_testing::Kubectl::find().is_some()
 }
 
-/// Runs `kubectl args…` against `kubeconfig` (with a discovery cache beside it, never the user's):
-/// whether it succeeded, its stdout and its stderr.
+/// Runs `kubectl args…` against `kubeconfig` with the shared harness's runner (a discovery cache beside
+/// the kubeconfig, never the user's): whether it succeeded, its stdout and its stderr.
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
-        .output()
-        .expect("kubectl runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+    let scratch = kubeconfig.parent().unwrap_or(Path::new("."));
+    let output = kube_mvp_testing::Kubectl::new(
+        kube_mvp_testing::kubectl::binary(),
+        kubeconfig.to_owned(),
+        scratch,
     )
+    .run_blocking(args)
+    .unwrap_or_else(|e| panic!("{e}"));
+    (output.success, output.stdout, output.stderr)
 }
 
 /// [`kubectl`], which must succeed: its stdout (a failure panics with its stderr).
@@ -70,19 +50,6 @@ pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
         kubeconfig.display()
     );
     stdout
-}
-
-/// The `(major, minor)` client version in `kubectl version --client -o json` output; a vendor
-/// suffix on the minor version (`"32+"`) is ignored.
-pub fn kubectl_client_version(json: &[u8]) -> Option<(u32, u32)> {
-    fn number(value: &Value) -> Option<u32> {
-        let text = value.as_str()?;
-        let end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-        text[..end].parse().ok()
-    }
-    let document: Value = serde_json::from_slice(json).ok()?;
-    let client = document.get("clientVersion")?;
-    Some((number(client.get("major")?)?, number(client.get("minor")?)?))
 }
 
 /// A member on 127.0.0.`octet` with extra flags.
@@ -270,23 +237,15 @@ impl TestClient {
     }
 }
 
-/// Polls `check` every 50 ms until it returns `Some`, or panics after `timeout` with `what`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, mut check: F) -> T
+/// The shared harness's [`kube_mvp_testing::eventually`], panicking with its message after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    kube_mvp_testing::eventually(what, timeout, check)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";

@@ -231,3 +231,38 @@ pub async fn check_answers(addr: std::net::SocketAddr, local_marker: &str) -> Re
     }
     Ok(())
 }
+
+/// `GET url` over TLS presenting the demo's admin client certificate (`admin.crt`: CN `admin`,
+/// O `system:masters`), trusting the demo's CA: the status and the body as text. Gives up after
+/// 10 s, so that a check never hangs.
+pub async fn get_with_admin_certificate(
+    demo: &Demo,
+    url: &str,
+) -> Result<(StatusCode, String), Box<dyn Error>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_file(demo.path("ca.crt"))?)?;
+    let chain = CertificateDer::pem_file_iter(demo.path("admin.crt"))?.collect::<Result<Vec<_>, _>>()?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(demo.path("admin.key"))?;
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)?;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_only()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    let client: HttpsClient = Client::builder(TokioExecutor::new()).build(connector);
+    let request = Request::get(url).body(Empty::new())?;
+    let response = tokio::time::timeout(Duration::from_secs(10), client.request(request))
+        .await
+        .map_err(|_| format!("GET {url}: no answer within 10 s"))??;
+    let status = response.status();
+    let body = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+        .await
+        .map_err(|_| format!("GET {url}: body not complete within 10 s"))??
+        .to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}

@@ -130,11 +130,6 @@ pub struct FeatureGates {
 }
 
 impl FeatureGates {
-    /// Names of the gates this fake knows (besides `AllAlpha` and `AllBeta`), sorted.
-    pub fn known_gates() -> impl Iterator<Item = &'static str> {
-        GATES.iter().map(|(name, _)| *name)
-    }
-
     /// Sets one gate, as a `Name=value` pair of the flag would; rejects unknown names.
     pub fn set(&mut self, name: &str, enabled: bool) -> Result<(), CatalogError> {
         if name != ALL_ALPHA && name != ALL_BETA && specs(name).is_none() {

@@ -39,16 +39,7 @@ impl ServedApis {
 
         // APIEnablementOptions.Validate: every group named must exist.
         let known: BTreeSet<&str> = table.groups.iter().map(|g| g.name.as_str()).collect();
-        let unknown: BTreeSet<String> = runtime_config
-            .keys()
-            .filter(|(key, _)| !known.contains(key.group.as_str()))
-            .map(|(key, _)| key.group)
-            .collect();
-        if !unknown.is_empty() {
-            return Err(CatalogError::UnknownApiGroups {
-                groups: unknown.into_iter().collect(),
-            });
-        }
+        check_groups_known(runtime_config, &known)?;
 
         // Version enablement: defaults, then matchers in upstream order.
         let mut versions: BTreeMap<(&str, &str), bool> = BTreeMap::new();
@@ -57,26 +48,7 @@ impl ServedApis {
                 versions.insert((group.name.as_str(), v.version.as_str()), v.enabled_by_default);
             }
         }
-        for matcher in VERSION_MATCHERS {
-            let Some(value) = runtime_config.matcher(matcher) else {
-                continue;
-            };
-            let enable = match value {
-                "true" => true,
-                "false" => false,
-                _ => {
-                    return Err(CatalogError::InvalidVersionMatcherValue {
-                        key: matcher.to_string(),
-                        value: value.to_string(),
-                    });
-                }
-            };
-            for ((_, v), enabled) in versions.iter_mut() {
-                if matcher_matches(matcher, v) {
-                    *enabled = enable;
-                }
-            }
-        }
+        apply_version_matchers(runtime_config, &mut versions)?;
 
         // group/version keys, then group/version/resource keys (highest priority).
         let mut resource_overrides: BTreeMap<(String, String, String), bool> = BTreeMap::new();
@@ -272,6 +244,49 @@ fn subresource_served(s: &TableSubresource, gates: &FeatureGates, version: KubeV
         Some(gate) => gates.enabled(gate, version),
         None => s.enabled_by_default != Some(false),
     }
+}
+
+/// Every group `--runtime-config` names is one of `known` (upstream's unknown-groups error otherwise).
+fn check_groups_known(runtime_config: &RuntimeConfig, known: &BTreeSet<&str>) -> Result<(), CatalogError> {
+    let unknown: BTreeSet<String> = runtime_config
+        .keys()
+        .filter(|(key, _)| !known.contains(key.group.as_str()))
+        .map(|(key, _)| key.group)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(CatalogError::UnknownApiGroups {
+            groups: unknown.into_iter().collect(),
+        });
+    }
+    Ok(())
+}
+
+/// `api/all`, `api/ga`, `api/beta`, `api/alpha` (in that order) applied to every version they match.
+fn apply_version_matchers(
+    runtime_config: &RuntimeConfig,
+    versions: &mut BTreeMap<(&str, &str), bool>,
+) -> Result<(), CatalogError> {
+    for matcher in VERSION_MATCHERS {
+        let Some(value) = runtime_config.matcher(matcher) else {
+            continue;
+        };
+        let enable = match value {
+            "true" => true,
+            "false" => false,
+            _ => {
+                return Err(CatalogError::InvalidVersionMatcherValue {
+                    key: matcher.to_string(),
+                    value: value.to_string(),
+                });
+            }
+        };
+        for ((_, v), enabled) in versions.iter_mut() {
+            if matcher_matches(matcher, v) {
+                *enabled = enable;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -37,14 +37,6 @@ impl KubeVersion {
     pub fn all() -> impl Iterator<Item = KubeVersion> {
         (Self::OLDEST.minor..=Self::NEWEST.minor).map(|minor| KubeVersion { major: 1, minor })
     }
-
-    /// The previous minor (`minor - 1`): kube-apiserver's default minimum compatibility version.
-    pub fn previous_minor(self) -> KubeVersion {
-        KubeVersion {
-            major: self.major,
-            minor: self.minor.saturating_sub(1),
-        }
-    }
 }
 
 impl fmt::Display for KubeVersion {

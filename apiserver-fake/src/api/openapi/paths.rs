@@ -116,31 +116,63 @@ pub fn group_version_paths(
     let base = prefix(group, version);
     let mut items = Vec::new();
     for resource in resources {
+        let paths = ResourcePaths::new(definitions, group, version, resource, &infix, &base);
+        items.extend(paths.collection());
+        items.extend(paths.object());
+        items.extend(paths.all_namespaces());
+        items.extend(paths.watches());
+        for sub in &resource.subresources {
+            if let Some(item) = subresource_path(
+                definitions,
+                group,
+                version,
+                resource,
+                sub,
+                &paths.object,
+                &paths.object_params,
+            ) {
+                items.push(item);
+            }
+        }
+    }
+    items.sort_by(|a, b| a.path.cmp(&b.path));
+    items
+}
+
+/// What the paths of one resource are made of: its names in operation ids, its definitions and the
+/// templates of its collection and object paths.
+struct ResourcePaths<'a> {
+    resource: &'a ApiResource,
+    /// The group-version's operationId infix (`BatchV1`).
+    infix: &'a str,
+    /// `/api/v1` or `/apis/<group>/<version>`.
+    base: &'a str,
+    /// `Namespaced` for a namespaced resource, else empty (as in `listBatchV1NamespacedJob`).
+    scope: &'static str,
+    gvk: (String, String, String),
+    kind_name: Option<String>,
+    list_name: Option<String>,
+    collection: String,
+    object: String,
+    collection_params: Vec<&'static str>,
+    object_params: Vec<&'static str>,
+}
+
+impl<'a> ResourcePaths<'a> {
+    fn new(
+        definitions: &Layered<'_>,
+        group: &str,
+        version: &str,
+        resource: &'a ApiResource,
+        infix: &'a str,
+        base: &'a str,
+    ) -> Self {
         let kind_name = definitions
             .kind(group, version, &resource.kind)
             .map(str::to_owned);
         let list_name = definitions
             .kind(group, version, &format!("{}List", resource.kind))
             .map(str::to_owned);
-        let gvk = (group.to_owned(), version.to_owned(), resource.kind.clone());
-        let verb = |v: &str| resource.verbs.iter().any(|x| x == v);
-        let scope = if resource.namespaced { "Namespaced" } else { "" };
-        let kind = &resource.kind;
-        let op = |method,
-                  id: String,
-                  action,
-                  query: &[&'static str],
-                  body: Option<&str>,
-                  response: Option<&str>| Operation {
-            method,
-            id,
-            action,
-            gvk: gvk.clone(),
-            query: query.to_vec(),
-            body: body.map(str::to_owned),
-            response: response.map(str::to_owned),
-            deprecated: false,
-        };
         let (collection, object, collection_params, object_params) = if resource.namespaced {
             (
                 format!("{base}/namespaces/{{namespace}}/{}", resource.name),
@@ -156,176 +188,186 @@ pub fn group_version_paths(
                 vec!["name", "pretty"],
             )
         };
+        Self {
+            resource,
+            infix,
+            base,
+            scope: if resource.namespaced { "Namespaced" } else { "" },
+            gvk: (group.to_owned(), version.to_owned(), resource.kind.clone()),
+            kind_name,
+            list_name,
+            collection,
+            object,
+            collection_params,
+            object_params,
+        }
+    }
 
+    fn verb(&self, verb: &str) -> bool {
+        self.resource.verbs.iter().any(|x| x == verb)
+    }
+
+    /// Upstream's operationId, `{verb}{infix}{scope}{kind}{suffix}` (`listBatchV1NamespacedJob`).
+    fn id(&self, verb: &str, scope: &str, suffix: &str) -> String {
+        format!("{verb}{}{scope}{}{suffix}", self.infix, self.resource.kind)
+    }
+
+    fn op(
+        &self,
+        method: &'static str,
+        id: String,
+        action: &'static str,
+        query: &[&'static str],
+        body: Option<&str>,
+        response: Option<&str>,
+    ) -> Operation {
+        Operation {
+            method,
+            id,
+            action,
+            gvk: self.gvk.clone(),
+            query: query.to_vec(),
+            body: body.map(str::to_owned),
+            response: response.map(str::to_owned),
+            deprecated: false,
+        }
+    }
+
+    /// The collection's path: list, create, deletecollection (if any of them is a verb).
+    fn collection(&self) -> Option<PathItem> {
+        let (scope, kind_name) = (self.scope, self.kind_name.as_deref());
         let mut operations = Vec::new();
-        if verb("list") {
-            operations.push(op(
-                "get",
-                format!("list{infix}{scope}{kind}"),
-                "list",
-                LIST_QUERY,
-                None,
-                list_name.as_deref(),
-            ));
+        if self.verb("list") {
+            let id = self.id("list", scope, "");
+            operations.push(self.op("get", id, "list", LIST_QUERY, None, self.list_name.as_deref()));
         }
-        if verb("create") {
-            operations.push(op(
-                "post",
-                format!("create{infix}{scope}{kind}"),
-                "post",
-                WRITE_QUERY,
-                kind_name.as_deref(),
-                kind_name.as_deref(),
-            ));
+        if self.verb("create") {
+            let id = self.id("create", scope, "");
+            operations.push(self.op("post", id, "post", WRITE_QUERY, kind_name, kind_name));
         }
-        if verb("deletecollection") {
-            let query: Vec<&'static str> = {
-                let mut q: Vec<&'static str> = DELETE_QUERY.iter().chain(LIST_QUERY).copied().collect();
-                q.sort_unstable();
-                q.dedup();
-                q
-            };
-            operations.push(op(
+        if self.verb("deletecollection") {
+            let mut query: Vec<&'static str> = DELETE_QUERY.iter().chain(LIST_QUERY).copied().collect();
+            query.sort_unstable();
+            query.dedup();
+            let id = self.id("delete", &format!("Collection{scope}"), "");
+            operations.push(self.op(
                 "delete",
-                format!("delete{infix}Collection{scope}{kind}"),
+                id,
                 "deletecollection",
                 &query,
                 Some(DELETE_OPTIONS),
                 Some(STATUS),
             ));
         }
-        if !operations.is_empty() {
-            items.push(PathItem {
-                path: collection.clone(),
-                path_params: collection_params.clone(),
-                operations,
-            });
-        }
+        (!operations.is_empty()).then(|| PathItem {
+            path: self.collection.clone(),
+            path_params: self.collection_params.clone(),
+            operations,
+        })
+    }
 
+    /// The object's path: get, update, patch, delete (if any of them is a verb).
+    fn object(&self) -> Option<PathItem> {
+        let (scope, kind_name) = (self.scope, self.kind_name.as_deref());
         let mut operations = Vec::new();
-        if verb("get") {
-            operations.push(op(
-                "get",
-                format!("read{infix}{scope}{kind}"),
-                "get",
-                &[],
-                None,
-                kind_name.as_deref(),
-            ));
+        if self.verb("get") {
+            operations.push(self.op("get", self.id("read", scope, ""), "get", &[], None, kind_name));
         }
-        if verb("update") {
-            operations.push(op(
-                "put",
-                format!("replace{infix}{scope}{kind}"),
-                "put",
-                WRITE_QUERY,
-                kind_name.as_deref(),
-                kind_name.as_deref(),
-            ));
+        if self.verb("update") {
+            let id = self.id("replace", scope, "");
+            operations.push(self.op("put", id, "put", WRITE_QUERY, kind_name, kind_name));
         }
-        if verb("patch") {
-            operations.push(op(
-                "patch",
-                format!("patch{infix}{scope}{kind}"),
-                "patch",
-                PATCH_QUERY,
-                Some(PATCH),
-                kind_name.as_deref(),
-            ));
+        if self.verb("patch") {
+            let id = self.id("patch", scope, "");
+            operations.push(self.op("patch", id, "patch", PATCH_QUERY, Some(PATCH), kind_name));
         }
-        if verb("delete") {
-            operations.push(op(
+        if self.verb("delete") {
+            let id = self.id("delete", scope, "");
+            operations.push(self.op(
                 "delete",
-                format!("delete{infix}{scope}{kind}"),
+                id,
                 "delete",
                 DELETE_QUERY,
                 Some(DELETE_OPTIONS),
                 Some(STATUS),
             ));
         }
-        if !operations.is_empty() {
-            items.push(PathItem {
-                path: object.clone(),
-                path_params: object_params.clone(),
-                operations,
-            });
-        }
+        (!operations.is_empty()).then(|| PathItem {
+            path: self.object.clone(),
+            path_params: self.object_params.clone(),
+            operations,
+        })
+    }
 
-        if verb("list") && resource.namespaced {
-            items.push(PathItem {
-                path: format!("{base}/{}", resource.name),
-                path_params: vec!["pretty"],
-                operations: vec![op(
-                    "get",
-                    format!("list{infix}{kind}ForAllNamespaces"),
-                    "list",
-                    LIST_QUERY,
-                    None,
-                    list_name.as_deref(),
-                )],
-            });
+    /// A namespaced resource's list across namespaces.
+    fn all_namespaces(&self) -> Option<PathItem> {
+        (self.verb("list") && self.resource.namespaced).then(|| PathItem {
+            path: format!("{}/{}", self.base, self.resource.name),
+            path_params: vec!["pretty"],
+            operations: vec![self.op(
+                "get",
+                self.id("list", "", "ForAllNamespaces"),
+                "list",
+                LIST_QUERY,
+                None,
+                self.list_name.as_deref(),
+            )],
+        })
+    }
+
+    /// The deprecated `/watch/` paths, if watch is a verb.
+    fn watches(&self) -> Vec<PathItem> {
+        if !self.verb("watch") {
+            return Vec::new();
         }
-        if verb("watch") {
-            let watch = |path: String, params: Vec<&'static str>, id: String, action| PathItem {
-                path,
-                path_params: params,
-                operations: vec![Operation {
-                    deprecated: true,
-                    ..op("get", id, action, LIST_QUERY, None, Some(WATCH_EVENT))
-                }],
-            };
-            let watch_base = format!("{base}/watch");
-            if resource.namespaced {
-                items.push(watch(
-                    format!("{watch_base}/namespaces/{{namespace}}/{}", resource.name),
+        let watch = |path: String, params: Vec<&'static str>, id: String, action| PathItem {
+            path,
+            path_params: params,
+            operations: vec![Operation {
+                deprecated: true,
+                ..self.op("get", id, action, LIST_QUERY, None, Some(WATCH_EVENT))
+            }],
+        };
+        let watch_base = format!("{}/watch", self.base);
+        let name = &self.resource.name;
+        if self.resource.namespaced {
+            vec![
+                watch(
+                    format!("{watch_base}/namespaces/{{namespace}}/{name}"),
                     vec!["namespace", "pretty"],
-                    format!("watch{infix}Namespaced{kind}List"),
+                    self.id("watch", "Namespaced", "List"),
                     "watchlist",
-                ));
-                items.push(watch(
-                    format!("{watch_base}/namespaces/{{namespace}}/{}/{{name}}", resource.name),
+                ),
+                watch(
+                    format!("{watch_base}/namespaces/{{namespace}}/{name}/{{name}}"),
                     vec!["name", "namespace", "pretty"],
-                    format!("watch{infix}Namespaced{kind}"),
+                    self.id("watch", "Namespaced", ""),
                     "watch",
-                ));
-                items.push(watch(
-                    format!("{watch_base}/{}", resource.name),
+                ),
+                watch(
+                    format!("{watch_base}/{name}"),
                     vec!["pretty"],
-                    format!("watch{infix}{kind}ListForAllNamespaces"),
+                    self.id("watch", "", "ListForAllNamespaces"),
                     "watchlist",
-                ));
-            } else {
-                items.push(watch(
-                    format!("{watch_base}/{}", resource.name),
+                ),
+            ]
+        } else {
+            vec![
+                watch(
+                    format!("{watch_base}/{name}"),
                     vec!["pretty"],
-                    format!("watch{infix}{kind}List"),
+                    self.id("watch", "", "List"),
                     "watchlist",
-                ));
-                items.push(watch(
-                    format!("{watch_base}/{}/{{name}}", resource.name),
+                ),
+                watch(
+                    format!("{watch_base}/{name}/{{name}}"),
                     vec!["name", "pretty"],
-                    format!("watch{infix}{kind}"),
+                    self.id("watch", "", ""),
                     "watch",
-                ));
-            }
-        }
-
-        for sub in &resource.subresources {
-            if let Some(item) = subresource_path(
-                definitions,
-                group,
-                version,
-                resource,
-                sub,
-                &object,
-                &object_params,
-            ) {
-                items.push(item);
-            }
+                ),
+            ]
         }
     }
-    items.sort_by(|a, b| a.path.cmp(&b.path));
-    items
 }
 
 fn subresource_path(

@@ -150,6 +150,28 @@ pub fn establish_crd(crd: &mut Value, now: &str) {
     set_in(crd, &["status"], status);
 }
 
+/// What the CRD strategy's `PrepareForUpdate` does to `status.storedVersions`: a storage version not
+/// yet listed is appended (objects may now be stored at it); earlier ones stay until a client (a
+/// storage migration) removes them through `/status`.
+pub fn record_stored_version(crd: &mut Value) {
+    let Some(storage) = crate::api::rest::conversion::storage_version(crd).map(str::to_owned) else {
+        return;
+    };
+    let Some(map) = crd.as_object_mut() else {
+        return;
+    };
+    let status = map.entry("status").or_insert_with(|| json!({}));
+    let Some(status) = status.as_object_mut() else {
+        return;
+    };
+    let stored = status.entry("storedVersions").or_insert_with(|| json!([]));
+    if let Some(stored) = stored.as_array_mut()
+        && !stored.iter().any(|v| v.as_str() == Some(storage.as_str()))
+    {
+        stored.push(Value::String(storage));
+    }
+}
+
 /// `NamespaceLifecycle` admission for creates: the namespace must exist (system namespaces always do)
 /// and must not be terminating (403 with upstream's text and its `NamespaceTerminating` cause).
 pub async fn admit_create(
@@ -203,6 +225,12 @@ mod tests {
         assert_eq!(crd["status"]["conditions"][1]["type"], "Established");
         assert_eq!(crd["status"]["conditions"][1]["status"], "True");
         assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+        // A new storage version is added to what is stored, the old one stays.
+        crd["spec"]["versions"] = json!([{"name": "v1", "served": true, "storage": false},
+            {"name": "v2", "served": true, "storage": true}]);
+        record_stored_version(&mut crd);
+        record_stored_version(&mut crd);
+        assert_eq!(crd["status"]["storedVersions"], json!(["v1", "v2"]));
     }
 
     #[tokio::test]

@@ -20,32 +20,35 @@
 //! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
 
 pub mod admission;
-pub mod chunked_list;
-pub mod componentstatus;
+pub(crate) mod chunked_list;
+pub(crate) mod componentstatus;
+pub(crate) mod conversion;
 pub mod defaults;
-pub mod delete;
+pub(crate) mod delete;
 pub mod field_validation;
 pub mod garbage_collection;
-pub mod generation;
-pub mod lifecycle;
-pub mod list_options;
+pub(crate) mod generation;
+pub(crate) mod lifecycle;
+pub(crate) mod list_options;
 pub mod managed_fields;
-pub mod names;
-pub mod namespace_deletion;
+pub(crate) mod mutating_admission_policy;
+pub(crate) mod names;
+pub(crate) mod namespace_deletion;
 pub mod negotiation;
-pub mod object;
-pub mod pagination;
+pub(crate) mod object;
+pub(crate) mod pagination;
 pub mod patch;
-pub mod read;
-pub mod scale;
+pub(crate) mod policy_params;
+pub(crate) mod read;
+pub(crate) mod scale;
 pub mod selector;
 pub mod structural;
-pub mod subresource;
+pub(crate) mod subresource;
 pub mod table;
-pub mod validating_admission_policy;
-pub mod validation;
-pub mod watch;
-pub mod write;
+pub(crate) mod validating_admission_policy;
+pub(crate) mod validation;
+pub(crate) mod watch;
+pub(crate) mod write;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,7 +64,7 @@ use serde_json::Value;
 use crate::api::catalog::KubeVersion;
 use crate::api::status::{GroupKind, Status};
 use crate::store::GroupResource;
-use crate::store::{ObjectKey, StorageResource, Store, StoreError};
+use crate::store::{ObjectKey, StorageResource, Store};
 
 pub use lifecycle::ensure_system_namespaces;
 use negotiation::{OutputFormat, Transforms, negotiate_output};
@@ -189,6 +192,12 @@ pub trait ResourceCatalog: Send + Sync {
     fn versions_of(&self, _group: &str, _resource: &str) -> Vec<String> {
         Vec::new()
     }
+
+    /// The resource serving `kind` in `group`/`version` and whether it is namespaced, for an admission
+    /// policy's `paramKind` (none unless the catalog says).
+    fn resource_of_kind(&self, _group: &str, _version: &str, _kind: &str) -> Option<(String, bool)> {
+        None
+    }
 }
 
 impl ResourceCatalog for crate::api::catalog::ServedApis {
@@ -238,6 +247,12 @@ impl ResourceCatalog for crate::api::catalog::ServedApis {
             .filter(|(g, _, r)| *g == group && r.name == resource)
             .map(|(_, version, _)| version.to_owned())
             .collect()
+    }
+
+    fn resource_of_kind(&self, group: &str, version: &str, kind: &str) -> Option<(String, bool)> {
+        self.gvrs()
+            .find(|(g, v, r)| *g == group && *v == version && r.kind == kind)
+            .map(|(_, _, r)| (r.name.clone(), r.namespaced))
     }
 }
 
@@ -413,11 +428,6 @@ impl RestRequest<'_> {
         object::present(object, &self.resource.api_version(), &self.resource.kind)
     }
 
-    /// Maps a store error to the Status upstream returns for it.
-    pub fn store_error(&self, err: StoreError) -> Status {
-        Status::from(err)
-    }
-
     /// A response in the negotiated format.
     pub fn respond(&self, code: StatusCode, value: &serde_json::Value) -> Response {
         self.format.respond(code, value)
@@ -464,30 +474,12 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
         Lookup::Found(resource) => resource,
     };
     let mut resource = resource;
-    let mut deprecation_warning = None;
-    if !resource.custom && !resource.group.is_empty() {
-        // Custom resources are those a CRD (named `<plural>.<group>`) defines; their Tables have the
-        // CRD version's printer columns.
-        let crd = ObjectKey::cluster(&format!("{}.{}", resource.resource, resource.group));
-        if let Ok(definition) = ctx
-            .store
-            .get(&lifecycle::custom_resource_definitions(), &crd)
-            .await
-        {
-            resource.custom = true;
-            resource.printer_columns = table::PrinterColumn::for_crd_version(&definition, &resource.version);
-            resource.schema =
-                crate::api::catalog::crd_version_schema(&definition, &resource.version).map(Arc::new);
-            resource.storage_schema = definition
-                .pointer("/spec/versions")
-                .and_then(Value::as_array)
-                .and_then(|versions| versions.iter().find(|v| v["storage"].as_bool() == Some(true)))
-                .and_then(|v| v["name"].as_str())
-                .and_then(|storage| crate::api::catalog::crd_version_schema(&definition, storage))
-                .map(Arc::new);
-            deprecation_warning = crd_deprecation_warning(&definition, &resource.version);
-        }
-    }
+    let (deprecation_warning, converting_ctx) = if !resource.custom && !resource.group.is_empty() {
+        custom_resource(ctx, &mut resource).await
+    } else {
+        (None, None)
+    };
+    let ctx = converting_ctx.as_ref().unwrap_or(ctx);
     let (parts, body) = req.into_parts();
     let transforms = match info.verb.as_str() {
         "get" | "list" | "watch" => Transforms::All,
@@ -521,28 +513,7 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
             .unwrap_or_default(),
         audit_annotations: Default::default(),
     };
-    let result = match info.verb.as_str() {
-        _ if scale::serves(&request) => scale::handle(&request, body).await,
-        _ if componentstatus::serves(&request) => componentstatus::handle(&request).await,
-        _ if subresource::is_action(&request.resource, &info.subresource) => {
-            subresource::handle(&request, body).await
-        }
-        _ if is_token_request(&request.resource, &info.subresource) => match &ctx.service_account_tokens {
-            Some(tokens) => crate::api::serviceaccount::token_request(tokens, &request, body).await,
-            None => Err(Status::internal_error(
-                "no service account token signer is configured",
-            )),
-        },
-        "get" => read::get(&request).await,
-        "list" => read::list(&request).await,
-        "watch" => watch::watch(&request).await,
-        "create" => write::create(&request, body).await,
-        "update" => write::update(&request, body).await,
-        "patch" => write::patch(&request, body).await,
-        "delete" => delete::delete(&request, body).await,
-        "deletecollection" => delete::delete_collection(&request, body).await,
-        _ => Err(Status::route_method_not_allowed()),
-    };
+    let result = dispatch(&request, body).await;
     let mut response = result.unwrap_or_else(|status| request.format.error(status));
     let annotations = std::mem::take(
         &mut *request
@@ -556,6 +527,90 @@ pub async fn handle(ctx: &RestContext, info: &RequestInfo, req: Request<Body>) -
     match deprecation_warning {
         Some(warning) => write::with_warnings(response, &[warning]),
         None => response,
+    }
+}
+
+/// A resource a CRD (named `<plural>.<group>`) defines, found in the store: `resource` becomes the
+/// CRD version's (printer columns, schemas); the request's deprecation warning, and for a CRD of several
+/// versions a context whose store converts objects between the storage version and the requested one
+/// at the store boundary ([`conversion`]).
+async fn custom_resource(
+    ctx: &RestContext,
+    resource: &mut ResourceInfo,
+) -> (Option<String>, Option<RestContext>) {
+    let mut deprecation_warning = None;
+    let mut converting_ctx = None;
+    // Custom resources are those a CRD (named `<plural>.<group>`) defines; their Tables have the
+    // CRD version's printer columns.
+    let crd = ObjectKey::cluster(&format!("{}.{}", resource.resource, resource.group));
+    if let Ok(definition) = ctx
+        .store
+        .get(&lifecycle::custom_resource_definitions(), &crd)
+        .await
+    {
+        resource.custom = true;
+        resource.printer_columns = table::PrinterColumn::for_crd_version(&definition, &resource.version);
+        resource.schema =
+            crate::api::catalog::crd_version_schema(&definition, &resource.version).map(Arc::new);
+        resource.storage_schema = definition
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|versions| versions.iter().find(|v| v["storage"].as_bool() == Some(true)))
+            .and_then(|v| v["name"].as_str())
+            .and_then(|storage| crate::api::catalog::crd_version_schema(&definition, storage))
+            .map(Arc::new);
+        deprecation_warning = crd_deprecation_warning(&definition, &resource.version);
+        if let Some(storage_version) = conversion::storage_version(&definition)
+            && let Some(converter) = conversion::Converter::for_crd(
+                &definition,
+                ctx.store.clone(),
+                ctx.webhook_service_addresses.clone(),
+            )
+        {
+            let store = conversion::ConvertingStore::new(
+                ctx.store.clone(),
+                resource.storage(),
+                converter,
+                (storage_version, &resource.version),
+                resource.storage_schema.take(),
+            );
+            // Objects reach the handlers with the storage version's defaults (the converting store
+            // applies them before converting, as upstream's storage decoder) and converted to the
+            // requested version; the defaults applied on reading are then that version's.
+            resource.storage_schema = resource.schema.clone();
+            converting_ctx = Some(RestContext {
+                store: Arc::new(store),
+                ..ctx.clone()
+            });
+        }
+    }
+    (deprecation_warning, converting_ctx)
+}
+
+/// The handler of `request`'s verb and subresource.
+async fn dispatch(request: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+    let (ctx, info) = (request.ctx, request.info);
+    match info.verb.as_str() {
+        _ if scale::serves(request) => scale::handle(request, body).await,
+        _ if componentstatus::serves(request) => componentstatus::handle(request).await,
+        _ if subresource::is_action(&request.resource, &info.subresource) => {
+            subresource::handle(request, body).await
+        }
+        _ if is_token_request(&request.resource, &info.subresource) => match &ctx.service_account_tokens {
+            Some(tokens) => crate::api::serviceaccount::token_request(tokens, request, body).await,
+            None => Err(Status::internal_error(
+                "no service account token signer is configured",
+            )),
+        },
+        "get" => read::get(request).await,
+        "list" => read::list(request).await,
+        "watch" => watch::watch(request).await,
+        "create" => write::create(request, body).await,
+        "update" => write::update(request, body).await,
+        "patch" => write::patch(request, body).await,
+        "delete" => delete::delete(request, body).await,
+        "deletecollection" => delete::delete_collection(request, body).await,
+        _ => Err(Status::route_method_not_allowed()),
     }
 }
 

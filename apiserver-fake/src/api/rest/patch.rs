@@ -114,6 +114,25 @@ pub fn apply(
     }
 }
 
+/// A mutating admission policy's `ApplyConfiguration` merged over `live` (upstream's
+/// `ApplyStructuredMergeDiff`): refused when it sets atomic lists, maps or structs (`invalid
+/// ApplyConfiguration: may not mutate atomic arrays, maps or structs: <paths>`), else merged as
+/// server-side apply merges, without recording field ownership.
+pub fn merge_apply_configuration(
+    live: &Value,
+    applied: &Value,
+    schema: PatchSchema,
+) -> Result<Value, String> {
+    let atomics = structured::atomic_paths(applied, schema);
+    if !atomics.is_empty() {
+        return Err(format!(
+            "invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {}",
+            atomics.join(", ")
+        ));
+    }
+    structured::structured_merge(live, applied, schema).map_err(|e| format!("failed to merge patch: {e}"))
+}
+
 /// Server-side apply requires `?fieldManager=` (upstream's validation of PatchOptions).
 pub fn require_field_manager(field_manager: Option<&str>) -> Result<(), Status> {
     if field_manager.is_some_and(|m| !m.is_empty()) {

@@ -1,31 +1,43 @@
 //! `ValidatingAdmissionPolicy` admission (upstream `k8s.io/apiserver/pkg/admission/plugin/policy/validating`,
 //! whose texts this copies): before a create or update is written, every
 //! `ValidatingAdmissionPolicyBinding` whose policy's `matchConstraints.resourceRules` match the request
-//! has its policy's `validations` evaluated with [`crate::cel`] (`object`, `oldObject`, `request`;
-//! `params` and `namespaceObject` are `null`).
+//! has its policy's `validations` evaluated with [`crate::cel`] (`object`, `oldObject`, `request`,
+//! `params`; `namespaceObject` is `null`).
 //!
 //! A validation that is not `true` is acted on as the binding's `validationActions` say: `Deny` refuses
 //! the request with `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b'
 //! denied request: <message>` (the validation's `reason`, `Invalid` by default, sets the code: 422),
 //! `Warn` adds the warning `Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b':
-//! <message>`, `Audit` records nothing (the fake writes no audit annotations for it). The message is the
+//! <message>`, `Audit` adds upstream's `validation.policy.admission.k8s.io/validation_failure` audit
+//! annotation (a JSON list of the failure: message, policy, binding, expression index, actions). The message is the
 //! `messageExpression`'s string, the `message`, or `failed expression: <expression>`. An expression that
 //! does not compile or fails to evaluate is an error handled by the policy's `failurePolicy` (`Fail`,
 //! the default, denies with `expression '<expression>' resulted in error: <error>`; `Ignore` skips it).
 //!
-//! Not done: `paramKind`/`paramRef`, `matchConditions`, `variables`, `auditAnnotations`, namespace and
+//! A policy's `matchConditions` (CEL, all must hold) are evaluated before its validations: a false one
+//! skips the policy; when none is false but one fails, `failurePolicy: Fail` makes the error a failed
+//! validation (its text the message, acted on by the binding's actions) and `Ignore` skips the policy, as
+//! upstream's validator. Its `variables` are evaluated in
+//! order, each seeing those before it, and are `variables.<name>` in conditions, validations and message
+//! expressions; a variable that fails to evaluate is absent, so what names it fails (`no such key`).
+//!
+//! A binding's `paramRef` gives the `params` of one evaluation per parameter ([`super::policy_params`]);
+//! `auditAnnotations` are added to the request's audit event as `<policy>/<key>`.
+//!
+//! Not done: namespace and
 //! object selectors, `excludeResourceRules`, the binding's own `matchResources` (a binding applies
 //! wherever its policy matches), `request.userInfo`, and the status's type checking.
 
 use serde_json::{Value, json};
 
 use super::RestRequest;
+use super::admission::match_conditions::{self, MatchCondition, MatchResult};
 use crate::api::status::{Status, StatusCause, StatusReason};
 use crate::cel;
 use crate::store::StorageResource;
 
 /// The variables of a policy's expressions.
-const VARIABLES: &[&str] = &[
+pub(super) const VARIABLES: &[&str] = &[
     "object",
     "oldObject",
     "request",
@@ -46,7 +58,7 @@ fn bindings() -> StorageResource {
     )
 }
 
-fn strings(value: &Value) -> Vec<&str> {
+pub(super) fn strings(value: &Value) -> Vec<&str> {
     value
         .as_array()
         .map(|items| items.iter().filter_map(Value::as_str).collect())
@@ -59,7 +71,7 @@ fn listed(list: &[&str], wanted: &str) -> bool {
 
 /// Whether a `resourceRules` entry matches the request (`*` everywhere; `resources` may name
 /// `resource/subresource`, `*/*` and `resource/*`).
-fn rule_matches(rule: &Value, req: &RestRequest<'_>, operation: &str) -> bool {
+pub(super) fn rule_matches(rule: &Value, req: &RestRequest<'_>, operation: &str) -> bool {
     let resource = &req.resource;
     let full = if req.info.subresource.is_empty() {
         resource.resource.clone()
@@ -142,8 +154,236 @@ fn evaluate_validation(validation: &Value, variables: &[(&str, ::cel::Value)], f
     }
 }
 
+/// The refusal of a `Deny` binding: `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy 'p'
+/// with binding 'b' denied request: <message>`, with the code of `reason`.
+fn denial(
+    req: &RestRequest<'_>,
+    name: &str,
+    policy_name: &str,
+    binding_name: &str,
+    message: &str,
+    reason: &str,
+) -> Status {
+    let message = format!(
+        "ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}' denied request: {message}"
+    );
+    let mut status = Status::forbidden(&req.resource.group_resource(), name, &message);
+    let (code, reason) = reason_code(reason);
+    status.code = code;
+    status.reason = reason;
+    if let Some(details) = status.details.as_mut() {
+        details.causes.push(StatusCause {
+            message,
+            ..StatusCause::default()
+        });
+    }
+    status
+}
+
+/// A policy's `variables`, evaluated in order (each sees the ones before it), as the CEL map
+/// `variables`; one that does not compile or evaluate is left out.
+pub(super) fn composited_variables(policy: &Value, bound: &[(&str, ::cel::Value)]) -> ::cel::Value {
+    let mut values: std::collections::HashMap<String, ::cel::Value> = std::collections::HashMap::new();
+    let declared = policy
+        .pointer("/spec/variables")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for variable in declared {
+        let (Some(name), Some(expression)) = (variable["name"].as_str(), variable["expression"].as_str())
+        else {
+            continue;
+        };
+        let mut scope = bound.to_vec();
+        scope.push(("variables", ::cel::Value::from(values.clone())));
+        let Ok(compiled) = cel::compile(expression, VARIABLES) else {
+            continue;
+        };
+        if let Ok(value) = cel::evaluate(&compiled, &scope) {
+            values.insert(name.to_owned(), value);
+        }
+    }
+    ::cel::Value::from(values)
+}
+
+/// The `request` variable of a policy's expressions (the `AdmissionRequest` fields the fake has).
+pub(super) fn request_of(req: &RestRequest<'_>, name: &str, operation: &str) -> Value {
+    json!({
+        "kind": {"group": req.resource.group, "version": req.resource.version, "kind": req.resource.kind},
+        "resource": {"group": req.resource.group, "version": req.resource.version, "resource": req.resource.resource},
+        "subResource": req.info.subresource,
+        "name": name,
+        "namespace": req.namespace.clone().unwrap_or_default(),
+        "operation": operation,
+        "dryRun": req.query.dry_run().unwrap_or(false),
+    })
+}
+
+/// One evaluation of a policy for a binding and one of its params.
+struct Evaluation<'p> {
+    policy: &'p Value,
+    policy_name: &'p str,
+    binding_name: &'p str,
+    actions: Vec<&'p str>,
+    fail: bool,
+}
+
+/// What the evaluations found that does not end the request at once.
+#[derive(Default)]
+struct Findings {
+    warnings: Vec<String>,
+    /// Audit annotation values by key (`<policy>/<key>`), distinct values in the order found, joined as upstream's collector joins them.
+    annotations: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Evaluates one binding of a policy with `variables` (`params` bound): `Err` with the denial of a
+/// `Deny` binding; warnings and audit annotations are added to `findings`.
+fn evaluate_binding(
+    req: &RestRequest<'_>,
+    name: &str,
+    evaluation: &Evaluation<'_>,
+    variables: &[(&str, ::cel::Value)],
+    findings: &mut Findings,
+) -> Result<(), Status> {
+    let Evaluation {
+        policy,
+        policy_name,
+        binding_name,
+        fail,
+        ..
+    } = *evaluation;
+    let actions = &evaluation.actions;
+    let mut variables = variables.to_vec();
+    variables.push(("variables", composited_variables(policy, &variables)));
+    let conditions: Vec<MatchCondition> = policy
+        .pointer("/spec/matchConditions")
+        .cloned()
+        .and_then(|c| serde_json::from_value(c).ok())
+        .unwrap_or_default();
+    let mut failures = Vec::new();
+    match match_conditions::evaluate_with(&conditions, VARIABLES, &variables, fail) {
+        MatchResult::Matches => {}
+        MatchResult::Skipped => return Ok(()),
+        // Upstream's validator: an error under `Fail` is a denying decision with the error as its
+        // message, acted on as the binding's `validationActions` say (under `Ignore` it is skipped).
+        MatchResult::Error(error) => failures.push((error, String::new(), 0)),
+    }
+    if failures.is_empty() {
+        let validations = policy
+            .pointer("/spec/validations")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        for (index, validation) in validations.iter().enumerate() {
+            if let Decision::Deny(message, reason) = evaluate_validation(validation, &variables, fail) {
+                failures.push((message, reason, index));
+            }
+        }
+        for annotation in policy
+            .pointer("/spec/auditAnnotations")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+        {
+            match audit_annotation(annotation, &variables) {
+                Ok(Some((key, value))) => {
+                    let values = findings
+                        .annotations
+                        .entry(format!("{policy_name}/{key}"))
+                        .or_default();
+                    if !values.contains(&value) {
+                        values.push(value);
+                    }
+                }
+                Ok(None) => {}
+                Err(error) if fail => failures.push((error, String::new(), 0)),
+                Err(_) => {}
+            }
+        }
+    }
+    let mut denied = None;
+    for (message, reason, index) in failures {
+        if actions.contains(&"Deny") && denied.is_none() {
+            denied = Some(denial(req, name, policy_name, binding_name, &message, &reason));
+        }
+        if actions.contains(&"Warn") {
+            findings.warnings.push(format!(
+                "Validation failed for ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}': {message}"
+            ));
+        }
+        if actions.contains(&"Audit") {
+            publish_validation_failure(req, evaluation, index, &message);
+        }
+    }
+    denied.map_or(Ok(()), Err)
+}
+
+/// The `Audit` action: upstream's `validation.policy.admission.k8s.io/validation_failure` audit
+/// annotation, a JSON list of one failure (the first one published stays, as upstream's `AddAnnotation`
+/// refuses to overwrite).
+fn publish_validation_failure(
+    req: &RestRequest<'_>,
+    evaluation: &Evaluation<'_>,
+    index: usize,
+    message: &str,
+) {
+    let value = json!([{
+        "message": message,
+        "policy": evaluation.policy_name,
+        "binding": evaluation.binding_name,
+        "expressionIndex": index,
+        "validationActions": evaluation.actions,
+    }]);
+    req.audit_annotations
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .0
+        .entry("validation.policy.admission.k8s.io/validation_failure".to_owned())
+        .or_insert_with(|| value.to_string());
+}
+
+/// One of a policy's `auditAnnotations`: its key and the `valueExpression`'s string (`None` when it is
+/// `null`: no annotation), or upstream's error.
+fn audit_annotation(
+    annotation: &Value,
+    variables: &[(&str, ::cel::Value)],
+) -> Result<Option<(String, String)>, String> {
+    let key = annotation["key"].as_str().unwrap_or_default();
+    let expression = annotation["valueExpression"].as_str().unwrap_or_default();
+    let compiled = cel::compile(expression, VARIABLES).map_err(|e| {
+        format!(
+            "valueExpression '{expression}' resulted in error: compilation failed: {}",
+            e.issues
+        )
+    })?;
+    match cel::evaluate(&compiled, variables) {
+        Ok(::cel::Value::Null) => Ok(None),
+        Ok(::cel::Value::String(value)) => Ok(Some((key.to_owned(), value.to_string()))),
+        Ok(other) => Err(format!(
+            "valueExpression '{expression}' resulted in unsupported return type: {}. Return type must be either string or null.",
+            other.type_of()
+        )),
+        Err(error) => Err(format!(
+            "valueExpression '{expression}' resulted in error: {error}"
+        )),
+    }
+}
+
+/// The refusal for parameters that could not be collected under `failurePolicy: Fail` (upstream's
+/// generic dispatcher: `admission.NewForbidden`'s details, the first error as the message).
+fn configuration_refusal(req: &RestRequest<'_>, name: &str, messages: &[String]) -> Option<Status> {
+    let first = messages.first()?;
+    let mut status = Status::forbidden(&req.resource.group_resource(), name, "");
+    status.message = first.clone();
+    if let Some(details) = status.details.as_mut() {
+        details.causes.extend(messages.iter().map(|message| StatusCause {
+            message: message.clone(),
+            ..StatusCause::default()
+        }));
+    }
+    Some(status)
+}
+
 /// Admits a create (`old` is `None`) or update of `object`: `Ok` with the warnings of `Warn` bindings,
-/// or the denial of the first `Deny` binding whose policy's validation failed.
+/// or the denial of the first `Deny` binding whose policy's validation failed. Audit annotations are
+/// recorded on the request on success and denial alike.
 pub async fn admit(
     req: &RestRequest<'_>,
     object: &Value,
@@ -161,15 +401,7 @@ pub async fn admit(
         .and_then(Value::as_str)
         .unwrap_or(&req.info.name)
         .to_owned();
-    let request = json!({
-        "kind": {"group": req.resource.group, "version": req.resource.version, "kind": req.resource.kind},
-        "resource": {"group": req.resource.group, "version": req.resource.version, "resource": req.resource.resource},
-        "subResource": req.info.subresource,
-        "name": name,
-        "namespace": req.namespace.clone().unwrap_or_default(),
-        "operation": operation,
-        "dryRun": req.query.dry_run().unwrap_or(false),
-    });
+    let request = request_of(req, &name, operation);
     let presented = req.present(object.clone());
     let variables = [
         ("object", cel::value::to_cel(&presented)),
@@ -180,10 +412,11 @@ pub async fn admit(
             }),
         ),
         ("request", cel::value::to_cel(&request)),
-        ("params", ::cel::Value::Null),
         ("namespaceObject", ::cel::Value::Null),
     ];
-    let mut warnings = Vec::new();
+    let mut findings = Findings::default();
+    let mut configuration_errors: Vec<String> = Vec::new();
+    let mut outcome = Ok(());
     for binding in &all_bindings {
         let binding_name = binding
             .pointer("/metadata/name")
@@ -207,40 +440,59 @@ pub async fn admit(
         if !rules.iter().any(|rule| rule_matches(rule, req, operation)) {
             continue;
         }
-        let fail = policy.pointer("/spec/failurePolicy").and_then(Value::as_str) != Some("Ignore");
-        let actions = strings(binding.pointer("/spec/validationActions").unwrap_or(&Value::Null));
-        let validations = policy
-            .pointer("/spec/validations")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
-        for validation in validations {
-            let Decision::Deny(message, reason) = evaluate_validation(validation, &variables, fail) else {
-                continue;
-            };
-            if actions.contains(&"Deny") {
-                let message = format!(
-                    "ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}' denied request: {message}"
-                );
-                let mut status = Status::forbidden(&req.resource.group_resource(), &name, &message);
-                let (code, reason) = reason_code(&reason);
-                status.code = code;
-                status.reason = reason;
-                if let Some(details) = status.details.as_mut() {
-                    details.causes.push(StatusCause {
-                        message,
-                        ..StatusCause::default()
-                    });
+        let evaluation = Evaluation {
+            policy: &policy,
+            policy_name,
+            binding_name,
+            actions: strings(binding.pointer("/spec/validationActions").unwrap_or(&Value::Null)),
+            fail: policy.pointer("/spec/failurePolicy").and_then(Value::as_str) != Some("Ignore"),
+        };
+        let params = match super::policy_params::collect(req, &policy, binding).await {
+            Ok(params) => params,
+            Err(error) => {
+                let message = error.message(policy_name, binding_name);
+                if evaluation.fail && !configuration_errors.contains(&message) {
+                    configuration_errors.push(message);
                 }
-                return Err(status);
+                continue;
             }
-            if actions.contains(&"Warn") {
-                warnings.push(format!(
-                    "Validation failed for ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}': {message}"
-                ));
+        };
+        for param in &params {
+            let mut bound = variables.to_vec();
+            bound.push(("params", cel::value::to_cel(param)));
+            outcome = evaluate_binding(req, &name, &evaluation, &bound, &mut findings);
+            if outcome.is_err() {
+                break;
             }
         }
+        if outcome.is_err() {
+            break;
+        }
     }
-    Ok(warnings)
+    record_audit_annotations(req, &findings);
+    outcome?;
+    if let Some(status) = configuration_refusal(req, &name, &configuration_errors) {
+        return Err(status);
+    }
+    Ok(findings.warnings)
+}
+
+/// Adds the policies' audit annotations to the request's audit event (several values of one key
+/// joined with `, `, as upstream's collector publishes them).
+fn record_audit_annotations(req: &RestRequest<'_>, findings: &Findings) {
+    if findings.annotations.is_empty() {
+        return;
+    }
+    let mut annotations = req
+        .audit_annotations
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (key, values) in &findings.annotations {
+        annotations
+            .0
+            .entry(key.clone())
+            .or_insert_with(|| values.join(", "));
+    }
 }
 
 #[cfg(test)]
@@ -259,6 +511,29 @@ mod tests {
             Decision::Admit => None,
             Decision::Deny(message, reason) => Some((message, reason)),
         }
+    }
+
+    #[test]
+    fn variables_see_the_ones_before_them_and_failing_ones_are_absent() {
+        let policy = json!({"spec": {"variables": [
+            {"name": "name", "expression": "object.metadata.name"},
+            {"name": "long", "expression": "size(variables.name) > 3"},
+            {"name": "broken", "expression": "object.nothing"},
+        ]}});
+        let bound = [(
+            "object",
+            cel::value::to_cel(&json!({"metadata": {"name": "settings"}})),
+        )];
+        let variables = [("variables", composited_variables(&policy, &bound))];
+        let check = |expression: &str| {
+            let compiled = cel::compile(expression, VARIABLES).expect("compiles");
+            cel::evaluate(&compiled, &variables).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            check("variables.name == 'settings' && variables.long"),
+            Ok(::cel::Value::Bool(true))
+        );
+        assert!(check("variables.broken").is_err());
     }
 
     #[test]

@@ -231,7 +231,7 @@ fn field_schema(req: &RestRequest<'_>) -> managed_fields::Schema {
 }
 
 /// The kind's schema for patches (one that knows nothing for custom resources).
-fn patch_schema(req: &RestRequest<'_>) -> patch::PatchSchema {
+pub(super) fn patch_schema(req: &RestRequest<'_>) -> patch::PatchSchema {
     patch::PatchSchema::of_kind(
         crate::api::openapi::definitions::Definitions::of(req.ctx.binary_version),
         &req.resource.group,
@@ -413,31 +413,7 @@ async fn create_object(
     reconcile_create_namespace(&mut object, req.namespace.as_deref())?;
     let name = meta_str(&object, "name").to_owned();
     let generate = meta_str(&object, "generateName").to_owned();
-    if name.is_empty() && generate.is_empty() {
-        return Err(Status::invalid(
-            &req.resource.group_kind(),
-            "",
-            vec![StatusCause::field_required(
-                "metadata.name",
-                "name or generateName is required",
-            )],
-        ));
-    }
-    if let Some(reason) = invalid_path_segment(&name) {
-        return Err(Status::invalid(
-            &req.resource.group_kind(),
-            &name,
-            vec![StatusCause::field_invalid("metadata.name", &name, reason)],
-        ));
-    }
-    if !req.resource.custom {
-        let causes =
-            super::names::NameRule::of(&req.resource.group, &req.resource.resource).causes(&name, &generate);
-        if !causes.is_empty() {
-            let shown = if name.is_empty() { &generate } else { &name };
-            return Err(Status::invalid(&req.resource.group_kind(), shown, causes));
-        }
-    }
+    check_create_name(req, &name, &generate)?;
     super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &object)?;
     if let Some(namespace) = &req.namespace {
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
@@ -459,7 +435,9 @@ async fn create_object(
         Ownership::Apply(_) => "PatchOptions",
     };
     let mut attributes = Attributes::of(req, Operation::Create, Some(&object), None, options_kind);
-    let mut admission_warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    let mut admission_warnings = super::mutating_admission_policy::mutate(req, &mut attributes)
+        .await?
+        .warnings;
     if let Some(mutated) = attributes.object.take()
         && mutated != object
     {
@@ -524,6 +502,43 @@ async fn create_object(
             Err(err) => return Err(err.into()),
         }
     }
+    Err(name_generation_failed(last_error))
+}
+
+/// A created object's name: given or to be generated, a valid path segment, and (for built-in
+/// resources) what the resource's name rule allows.
+fn check_create_name(req: &RestRequest<'_>, name: &str, generate: &str) -> Result<(), Status> {
+    if name.is_empty() && generate.is_empty() {
+        return Err(Status::invalid(
+            &req.resource.group_kind(),
+            "",
+            vec![StatusCause::field_required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
+        ));
+    }
+    if let Some(reason) = invalid_path_segment(name) {
+        return Err(Status::invalid(
+            &req.resource.group_kind(),
+            name,
+            vec![StatusCause::field_invalid("metadata.name", name, reason)],
+        ));
+    }
+    if !req.resource.custom {
+        let causes =
+            super::names::NameRule::of(&req.resource.group, &req.resource.resource).causes(name, generate);
+        if !causes.is_empty() {
+            let shown = if name.is_empty() { generate } else { name };
+            return Err(Status::invalid(&req.resource.group_kind(), shown, causes));
+        }
+    }
+    Ok(())
+}
+
+/// The error of a create whose every attempt failed: with a generated name, upstream's "not able to
+/// generate a unique name" conflict, to be retried after a second.
+fn name_generation_failed(last_error: Option<StoreError>) -> Status {
     match last_error {
         Some(StoreError::AlreadyExists { resource, key }) => {
             let mut status = Status::already_exists(&resource, &key.name);
@@ -534,10 +549,10 @@ async fn create_object(
             if let Some(details) = status.details.as_mut() {
                 details.retry_after_seconds = 1;
             }
-            Err(status)
+            status
         }
-        Some(other) => Err(other.into()),
-        None => Err(Status::internal_error("name generation made no attempt")),
+        Some(other) => other.into(),
+        None => Status::internal_error("name generation made no attempt"),
     }
 }
 
@@ -632,6 +647,9 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
         metadata.extend(deletion);
     }
     defaults::prepare_for_update(&req.resource, current, &mut incoming);
+    if req.resource.group == "apiextensions.k8s.io" && req.resource.resource == "customresourcedefinitions" {
+        super::lifecycle::record_stored_version(&mut incoming);
+    }
     defaults::set_defaults(&req.resource, version, &mut incoming);
     generation::prepare_for_update(req.generation_bump(), current, &mut incoming);
     Ok(incoming)
@@ -755,7 +773,9 @@ async fn admit_update(
     options_kind: &str,
 ) -> Result<(Value, Vec<String>), Status> {
     let mut attributes = Attributes::of(req, Operation::Update, Some(&next), Some(current), options_kind);
-    let warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    let warnings = super::mutating_admission_policy::mutate(req, &mut attributes)
+        .await?
+        .warnings;
     match attributes.object.take() {
         Some(mutated) if mutated != next => Ok((merge_for_write(req, current, mutated)?, warnings)),
         _ => Ok((next, warnings)),

@@ -42,6 +42,8 @@ use self::load::Load;
 pub use self::plan::{Plan, UpgradeArgs};
 use self::plan::{UpgradeRun, UpgradeStore};
 use self::report::{Phase, Report, RunRecord, RunReport};
+use crate::api::catalog::KubeVersion;
+use crate::cluster::MemberSpec;
 use crate::cluster::load_balancer::embedded::EmbeddedBalancer;
 use crate::cluster::load_balancer::{HealthCheck, LB_IP};
 use crate::cluster::process::EtcdBackend;
@@ -214,13 +216,14 @@ fn counts(ledger: &Ledger) -> String {
     )
 }
 
+/// One run of the upgrade, with the proxy on or off: start the fleet behind a balancer, put it under
+/// load, upgrade each server in turn, then judge what the clients saw.
 async fn run_once(
     plan: &Plan,
     mvp: bool,
     bar: &indicatif::ProgressBar,
     plain: bool,
 ) -> anyhow::Result<RunOutcome> {
-    let n = plan.args.servers;
     // With --exec, every server keeps an audit log: what the program's requests got.
     let audit = match plan.args.exec {
         Some(_) => Some(exec_audit::AuditFiles::prepare(&plan.args.out, mvp)?),
@@ -233,7 +236,7 @@ async fn run_once(
         }
         member
     };
-    let members: Vec<_> = (0..n).map(|i| member(i, plan.from)).collect();
+    let members: Vec<_> = (0..plan.args.servers).map(|i| member(i, plan.from)).collect();
     let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     let mut served = ServedByVersion::default();
     served.insert(plan.from, &plan.served(plan.from, mvp)?);
@@ -247,46 +250,8 @@ async fn run_once(
         ledger: ledger.clone(),
     };
     progress.enter("starting");
-    let mut cluster = match (plan.args.run, plan.args.store) {
-        (UpgradeRun::Processes, UpgradeStore::Etcd) => {
-            let backend = if plan.args.etcd_servers.is_empty() {
-                EtcdBackend::Private
-            } else {
-                EtcdBackend::Existing(plan.args.etcd_servers.clone())
-            };
-            // A run of its own on a shared etcd: under a prefix no other run uses.
-            let prefix = format!(
-                "/upgrade-{}-mvp-{}",
-                std::process::id(),
-                if mvp { "on" } else { "off" }
-            );
-            Fleet::processes(members, backend, &prefix).await?
-        }
-        (UpgradeRun::Containers, _) => {
-            let prefix = format!("/upgrade-mvp-{}", if mvp { "on" } else { "off" });
-            // The audit logs of --exec are under --out: mounted at the same path.
-            let out = std::path::absolute(&plan.args.out).context("no absolute path for --out")?;
-            Fleet::containers(members, &prefix, vec![out]).await?
-        }
-        _ => Fleet::in_process(members).await?,
-    };
-    // Checked often enough to notice a crashed server within `--health-check-seconds`: two failed
-    // checks, half that apart.
-    let interval = (plan.health_check / 2).max(Duration::from_millis(10));
-    let check = HealthCheck {
-        interval,
-        timeout: interval.min(Duration::from_secs(1)),
-        fall: 2,
-        rise: 1,
-    };
-    let backends: Vec<(String, SocketAddr)> = cluster.backends()?;
-    let servers = backends.len();
-    let balancer = Arc::new(
-        EmbeddedBalancer::start(SocketAddr::new(LB_IP, 0), backends, check)
-            .await
-            .context("failed to start the load balancer")?,
-    );
-
+    let mut cluster = start_fleet(plan, mvp, members).await?;
+    let balancer = start_balancer(plan, &cluster).await?;
     let mut exec = match &plan.args.exec {
         Some(command) => Some(start_exec(
             plan,
@@ -302,7 +267,7 @@ async fn run_once(
     let clock = Instant::now();
     let started = time::OffsetDateTime::now_utc();
     let since = move || clock.elapsed().as_secs_f64();
-    for i in 0..servers {
+    for i in 0..names.len() {
         ledger.up(i, plan.from, 0.0);
     }
     let load = Arc::new(Load::new(
@@ -321,29 +286,136 @@ async fn run_once(
     )
     .await?;
     let harm = Arc::new(harm::Harm::new(plan, load.clone()));
-    let (writes_stop, watches_stop) = (CancellationToken::new(), CancellationToken::new());
-    let mut clients = JoinSet::new();
-    let mut watchers = JoinSet::new();
-    clients.spawn(harm.clone().run_owners(writes_stop.clone()));
-    clients.spawn(harm.clone().run_namespaces(writes_stop.clone()));
-    watchers.spawn(harm.clone().run_checks(watches_stop.clone()));
-    clients.spawn(load.clone().run_inventory(writes_stop.clone()));
-    for id in 0..plan.args.writers {
-        clients.spawn(load.clone().run_writer(id, plan.args.seed, writes_stop.clone()));
-    }
-    for target in &plan.targets {
-        watchers.spawn(load.clone().run_watcher(target.clone(), watches_stop.clone()));
-    }
+    let mut traffic = Traffic::start(plan, &load, &harm);
     if !plain {
+        traffic.show_counts(&progress);
+    }
+
+    let upgrade = Upgrade {
+        plan,
+        names: &names,
+        ledger: &ledger,
+        balancer: &balancer,
+        progress: &progress,
+    };
+    let phases = upgrade.roll(&mut cluster, &member, since).await?;
+    let length = since();
+    let exec_status = match exec.as_mut() {
+        Some(child) => Some(finish_exec(child).await),
+        None => None,
+    };
+
+    traffic.stop(&ledger).await;
+    let recorded = ledger.take();
+    progress.enter("waiting for deleted namespaces to go");
+    let harm = harm.finish(&CancellationToken::new()).await;
+    controllers.stop().await;
+
+    progress.enter("reading every written object back");
+    let final_state = read_back(plan, &load, &recorded, &served).await;
+    cluster.shutdown().await;
+    let exec_requests = audit.map(|audit| audit.judge(&names, started, &recorded.up, &served));
+    Ok(RunOutcome {
+        mvp,
+        recorded,
+        phases,
+        final_state,
+        names,
+        length,
+        served,
+        exec_status,
+        exec_requests,
+        harm,
+    })
+}
+
+/// The servers of a run as `--run` and `--store` ask: in this process, as processes on etcd (a shared
+/// etcd under a prefix of the run's own) or as containers.
+async fn start_fleet(plan: &Plan, mvp: bool, members: Vec<MemberSpec>) -> anyhow::Result<Fleet> {
+    let on_off = if mvp { "on" } else { "off" };
+    match (plan.args.run, plan.args.store) {
+        (UpgradeRun::Processes, UpgradeStore::Etcd) => {
+            let backend = if plan.args.etcd_servers.is_empty() {
+                EtcdBackend::Private
+            } else {
+                EtcdBackend::Existing(plan.args.etcd_servers.clone())
+            };
+            // A run of its own on a shared etcd: under a prefix no other run uses.
+            let prefix = format!("/upgrade-{}-mvp-{on_off}", std::process::id());
+            Fleet::processes(members, backend, &prefix).await
+        }
+        (UpgradeRun::Containers, _) => {
+            let prefix = format!("/upgrade-mvp-{on_off}");
+            // The audit logs of --exec are under --out: mounted at the same path.
+            let out = std::path::absolute(&plan.args.out).context("no absolute path for --out")?;
+            Fleet::containers(members, &prefix, vec![out]).await
+        }
+        _ => Fleet::in_process(members).await,
+    }
+}
+
+/// The load balancer in front of the fleet, checking its servers often enough to notice a crashed
+/// one within `--health-check-seconds`: two failed checks, half that apart.
+async fn start_balancer(plan: &Plan, cluster: &Fleet) -> anyhow::Result<Arc<EmbeddedBalancer>> {
+    let interval = (plan.health_check / 2).max(Duration::from_millis(10));
+    let check = HealthCheck {
+        interval,
+        timeout: interval.min(Duration::from_secs(1)),
+        fall: 2,
+        rise: 1,
+    };
+    let backends: Vec<(String, SocketAddr)> = cluster.backends()?;
+    let balancer = EmbeddedBalancer::start(SocketAddr::new(LB_IP, 0), backends, check)
+        .await
+        .context("failed to start the load balancer")?;
+    Ok(Arc::new(balancer))
+}
+
+/// The clients of a run: writers (which stop first) and watchers (which get time to see the last
+/// writes).
+struct Traffic {
+    clients: JoinSet<()>,
+    watchers: JoinSet<()>,
+    writes_stop: CancellationToken,
+    watches_stop: CancellationToken,
+}
+
+impl Traffic {
+    /// The workload's writers, inventory and watchers, and the harm workload's owners, namespaces and
+    /// checks.
+    fn start(plan: &Plan, load: &Arc<Load>, harm: &Arc<harm::Harm>) -> Self {
+        let (writes_stop, watches_stop) = (CancellationToken::new(), CancellationToken::new());
+        let mut clients = JoinSet::new();
+        let mut watchers = JoinSet::new();
+        clients.spawn(harm.clone().run_owners(writes_stop.clone()));
+        clients.spawn(harm.clone().run_namespaces(writes_stop.clone()));
+        watchers.spawn(harm.clone().run_checks(watches_stop.clone()));
+        clients.spawn(load.clone().run_inventory(writes_stop.clone()));
+        for id in 0..plan.args.writers {
+            clients.spawn(load.clone().run_writer(id, plan.args.seed, writes_stop.clone()));
+        }
+        for target in &plan.targets {
+            watchers.spawn(load.clone().run_watcher(target.clone(), watches_stop.clone()));
+        }
+        Self {
+            clients,
+            watchers,
+            writes_stop,
+            watches_stop,
+        }
+    }
+
+    /// Keeps the progress bar's counts current. In the watchers' set: dropped (and so stopped) with
+    /// it, also when the run fails.
+    fn show_counts(&mut self, progress: &Progress) {
         let (bar, ledger, label, phase) = (
-            bar.clone(),
-            ledger.clone(),
+            progress.bar.clone(),
+            progress.ledger.clone(),
             progress.label.clone(),
             progress.phase.clone(),
         );
-        let stop = watches_stop.clone();
-        // In the watchers' set: dropped (and so stopped) with it, also when the run fails.
-        watchers.spawn(async move {
+        let stop = self.watches_stop.clone();
+        self.watchers.spawn(async move {
             while !stop.is_cancelled() {
                 let phase = phase
                     .lock()
@@ -355,19 +427,83 @@ async fn run_once(
         });
     }
 
-    let mut phases = Vec::new();
-    let steady = format!("steady at {}", plan.from);
-    progress.enter(&steady);
-    tokio::time::sleep(plan.dwell).await;
-    phases.push(Phase {
-        name: steady,
-        start: 0.0,
-        end: since(),
-    });
-    for (index, name) in names.iter().enumerate() {
-        let name_of_phase = format!("upgrade {name}");
-        progress.enter(&name_of_phase);
+    /// Writers stop first; watches get up to WATCH_SETTLE to deliver the last events (a loaded machine
+    /// can be slow), then everything can be judged.
+    async fn stop(mut self, ledger: &Ledger) {
+        self.writes_stop.cancel();
+        while self.clients.join_next().await.is_some() {}
+        let settled = tokio::time::Instant::now() + WATCH_SETTLE;
+        while ledger.judge_watches(report::missed_watch_events) > 0 && tokio::time::Instant::now() < settled {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.watches_stop.cancel();
+        while self.watchers.join_next().await.is_some() {}
+    }
+}
+
+/// The rolling upgrade itself, one server after another, with what the ledger and balancer learn.
+struct Upgrade<'a> {
+    plan: &'a Plan,
+    names: &'a [String],
+    ledger: &'a Ledger,
+    balancer: &'a EmbeddedBalancer,
+    progress: &'a Progress<'a>,
+}
+
+impl Upgrade<'_> {
+    /// Steady at the old version, each server upgraded (`member` says what it becomes), steady at the
+    /// new version: the phases, timed by `since`.
+    async fn roll(
+        &self,
+        cluster: &mut Fleet,
+        member: &impl Fn(usize, KubeVersion) -> MemberSpec,
+        since: impl Fn() -> f64,
+    ) -> anyhow::Result<Vec<Phase>> {
+        let plan = self.plan;
+        let mut phases = Vec::new();
+        let steady = format!("steady at {}", plan.from);
+        self.progress.enter(&steady);
+        tokio::time::sleep(plan.dwell).await;
+        phases.push(Phase {
+            name: steady,
+            start: 0.0,
+            end: since(),
+        });
+        for (index, name) in self.names.iter().enumerate() {
+            let name_of_phase = format!("upgrade {name}");
+            self.progress.enter(&name_of_phase);
+            let start = since();
+            self.upgrade_one(cluster, index, name, member(index, plan.to), &since)
+                .await?;
+            tokio::time::sleep(plan.dwell).await;
+            phases.push(Phase {
+                name: name_of_phase,
+                start,
+                end: since(),
+            });
+        }
+        let last = format!("final at {}", plan.to);
+        self.progress.enter(&last);
         let start = since();
+        tokio::time::sleep(plan.final_dwell).await;
+        phases.push(Phase {
+            name: last,
+            start,
+            end: since(),
+        });
+        Ok(phases)
+    }
+
+    /// Server `index` stopped (crashed with `--crash`, else drained) and started again as `member`.
+    async fn upgrade_one(
+        &self,
+        cluster: &mut Fleet,
+        index: usize,
+        name: &str,
+        member: MemberSpec,
+        since: &impl Fn() -> f64,
+    ) -> anyhow::Result<()> {
+        let (plan, ledger, balancer) = (self.plan, self.ledger, self.balancer);
         let port = if plan.args.crash {
             // A crash: the balancer keeps it until its health checks fail (new connections to it are
             // refused meanwhile and go to the next server, as HAProxy's `option redispatch`).
@@ -380,7 +516,6 @@ async fn run_once(
             tokio::time::sleep(plan.drain).await;
             cluster.stop(index, name, false).await?
         };
-        let member = member(index, plan.to);
         let addr = cluster
             .start_again(index, member, port)
             .await
@@ -390,45 +525,18 @@ async fn run_once(
         balancer.set_backend(index, addr);
         balancer.set_up(index, true);
         balancer.set_enabled(index, true);
-        tokio::time::sleep(plan.dwell).await;
-        phases.push(Phase {
-            name: name_of_phase,
-            start,
-            end: since(),
-        });
+        Ok(())
     }
-    let last = format!("final at {}", plan.to);
-    progress.enter(&last);
-    let start = since();
-    tokio::time::sleep(plan.final_dwell).await;
-    phases.push(Phase {
-        name: last,
-        start,
-        end: since(),
-    });
-    let length = since();
-    let exec_status = match exec.as_mut() {
-        Some(child) => Some(finish_exec(child).await),
-        None => None,
-    };
+}
 
-    // Writers stop first; watches get up to WATCH_SETTLE to deliver the last events (a loaded machine
-    // can be slow), then everything is judged.
-    writes_stop.cancel();
-    while clients.join_next().await.is_some() {}
-    let settled = tokio::time::Instant::now() + WATCH_SETTLE;
-    while ledger.judge_watches(report::missed_watch_events) > 0 && tokio::time::Instant::now() < settled {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    watches_stop.cancel();
-    while watchers.join_next().await.is_some() {}
-    let recorded = ledger.take();
-
-    progress.enter("waiting for deleted namespaces to go");
-    let harm = harm.finish(&CancellationToken::new()).await;
-    controllers.stop().await;
-
-    progress.enter("reading every written object back");
+/// Every written object read back once the run is over (what a lost write is judged by), except
+/// those no server at the new version serves any more.
+async fn read_back(
+    plan: &Plan,
+    load: &Load,
+    recorded: &Recorded,
+    served: &ServedByVersion,
+) -> HashMap<(String, String), Option<u64>> {
     let mut final_state = HashMap::new();
     let verify = CancellationToken::new();
     let mut keys: Vec<_> = recorded
@@ -451,20 +559,7 @@ async fn run_once(
             final_state.insert((target.label(), name), state);
         }
     }
-    cluster.shutdown().await;
-    let exec_requests = audit.map(|audit| audit.judge(&names, started, &recorded.up, &served));
-    Ok(RunOutcome {
-        mvp,
-        recorded,
-        phases,
-        final_state,
-        names,
-        length,
-        served,
-        exec_status,
-        exec_requests,
-        harm,
-    })
+    final_state
 }
 
 /// Starts `--exec`'s command under `sh -c` with `KUBECONFIG` set to a kubeconfig of the balancer

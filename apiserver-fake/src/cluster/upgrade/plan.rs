@@ -249,6 +249,66 @@ pub struct Plan {
     pub upgraded_binary: Option<KubeApiserverBinary>,
 }
 
+/// What `--run`, `--store`, `--etcd-servers` and `--exec` ask for is something this binary can run.
+fn check_run_and_store(args: &UpgradeArgs) -> Result<(), PlanError> {
+    match (args.run, args.store) {
+        (UpgradeRun::Processes, UpgradeStore::Memory) => {
+            return Err(PlanError::Runtime(
+                "--run processes: separate processes share their objects through etcd; add --store etcd",
+            ));
+        }
+        (UpgradeRun::Containers, UpgradeStore::Memory) => {
+            return Err(PlanError::Runtime(
+                "--run containers: containers share their objects through etcd; add --store etcd",
+            ));
+        }
+        (UpgradeRun::Containers, _) if !args.etcd_servers.is_empty() => {
+            return Err(PlanError::Runtime(
+                "--run containers runs its own etcd in a container: drop --etcd-servers",
+            ));
+        }
+        (UpgradeRun::InProcess, UpgradeStore::Etcd) => {
+            return Err(PlanError::Runtime(
+                "--store etcd: in-process servers share one in-memory store; add --run processes",
+            ));
+        }
+        (_, UpgradeStore::Etcd) if !cfg!(feature = "etcd") => {
+            return Err(PlanError::Runtime(
+                "--store etcd needs a binary built with the etcd feature (cargo build --features etcd)",
+            ));
+        }
+        _ => {}
+    }
+    if let Some(command) = &args.exec {
+        let program = command.split_whitespace().next().unwrap_or_default();
+        if !program_exists(program) {
+            return Err(PlanError::ExecNotFound(program.to_owned()));
+        }
+    }
+    if !args.etcd_servers.is_empty() && args.store != UpgradeStore::Etcd {
+        return Err(PlanError::Runtime("--etcd-servers needs --store etcd"));
+    }
+    Ok(())
+}
+
+/// The resources of `apis` a writer can create, update, delete, list and watch.
+fn writable(apis: &ServedApis) -> BTreeSet<TargetResource> {
+    apis.gvrs()
+        .filter(|(_, _, r)| {
+            ["create", "update", "delete", "list", "watch"]
+                .iter()
+                .all(|v| r.verbs.iter().any(|x| x == v))
+        })
+        .map(|(group, version, r)| TargetResource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            resource: r.name.clone(),
+            kind: r.kind.clone(),
+            namespaced: r.namespaced,
+        })
+        .collect()
+}
+
 fn seconds(value: f64, flag: &'static str) -> Result<Duration, PlanError> {
     Duration::try_from_secs_f64(value).map_err(|_| PlanError::Duration(flag))
 }
@@ -273,43 +333,7 @@ impl Plan {
         if args.writers == 0 {
             return Err(PlanError::Writers);
         }
-        match (args.run, args.store) {
-            (UpgradeRun::Processes, UpgradeStore::Memory) => {
-                return Err(PlanError::Runtime(
-                    "--run processes: separate processes share their objects through etcd; add --store etcd",
-                ));
-            }
-            (UpgradeRun::Containers, UpgradeStore::Memory) => {
-                return Err(PlanError::Runtime(
-                    "--run containers: containers share their objects through etcd; add --store etcd",
-                ));
-            }
-            (UpgradeRun::Containers, _) if !args.etcd_servers.is_empty() => {
-                return Err(PlanError::Runtime(
-                    "--run containers runs its own etcd in a container: drop --etcd-servers",
-                ));
-            }
-            (UpgradeRun::InProcess, UpgradeStore::Etcd) => {
-                return Err(PlanError::Runtime(
-                    "--store etcd: in-process servers share one in-memory store; add --run processes",
-                ));
-            }
-            (_, UpgradeStore::Etcd) if !cfg!(feature = "etcd") => {
-                return Err(PlanError::Runtime(
-                    "--store etcd needs a binary built with the etcd feature (cargo build --features etcd)",
-                ));
-            }
-            _ => {}
-        }
-        if let Some(command) = &args.exec {
-            let program = command.split_whitespace().next().unwrap_or_default();
-            if !program_exists(program) {
-                return Err(PlanError::ExecNotFound(program.to_owned()));
-            }
-        }
-        if !args.etcd_servers.is_empty() && args.store != UpgradeStore::Etcd {
-            return Err(PlanError::Runtime("--etcd-servers needs --store etcd"));
-        }
+        check_run_and_store(&args)?;
         let upgraded_binary = match &args.kube_apiserver {
             None => None,
             Some(_) if args.run != UpgradeRun::Processes => {
@@ -354,22 +378,6 @@ impl Plan {
             }
         }
         let (old, new) = (plan.served(from, true)?, plan.served(to, true)?);
-        let writable = |apis: &ServedApis| -> BTreeSet<TargetResource> {
-            apis.gvrs()
-                .filter(|(_, _, r)| {
-                    ["create", "update", "delete", "list", "watch"]
-                        .iter()
-                        .all(|v| r.verbs.iter().any(|x| x == v))
-                })
-                .map(|(group, version, r)| TargetResource {
-                    group: group.to_owned(),
-                    version: version.to_owned(),
-                    resource: r.name.clone(),
-                    kind: r.kind.clone(),
-                    namespaced: r.namespaced,
-                })
-                .collect()
-        };
         let (old, new) = (writable(&old), writable(&new));
         plan.targets = old.symmetric_difference(&new).cloned().collect();
         plan.targets.push(TargetResource {

@@ -352,6 +352,15 @@ impl Report {
                 run.harm_workload.owner_resources.join(", ")
             );
         }
+        self.comparison_table(&mut out);
+        for run in &self.runs {
+            run_section(&mut out, run);
+        }
+        out
+    }
+
+    /// The table of the runs side by side: requests, errors, harm, latency.
+    fn comparison_table(&self, out: &mut String) {
         let header: Vec<String> = self
             .runs
             .iter()
@@ -369,10 +378,10 @@ impl Report {
             let cells: Vec<String> = self.runs.iter().map(f).collect();
             let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
         };
-        row(&mut out, "requests", &|r| r.requests.to_string());
-        row(&mut out, "**false 404s**", &|r| format!("**{}**", r.false_404));
-        row(&mut out, "503s", &|r| r.unavailable_503.to_string());
-        row(&mut out, "other errors", &|r| {
+        row(out, "requests", &|r| r.requests.to_string());
+        row(out, "**false 404s**", &|r| format!("**{}**", r.false_404));
+        row(out, "503s", &|r| r.unavailable_503.to_string());
+        row(out, "other errors", &|r| {
             let other: Vec<String> = r
                 .by_code
                 .iter()
@@ -387,77 +396,65 @@ impl Report {
                 other.join(", ")
             }
         });
-        row(&mut out, "acknowledged writes", &|r| {
-            r.acknowledged_writes.to_string()
-        });
-        row(&mut out, "lost writes", &|r| r.lost_writes.to_string());
-        row(&mut out, "missed watch events", &|r| {
-            r.missed_watch_events.to_string()
-        });
-        row(&mut out, "**dependents wrongly deleted**", &|r| {
+        row(out, "acknowledged writes", &|r| r.acknowledged_writes.to_string());
+        row(out, "lost writes", &|r| r.lost_writes.to_string());
+        row(out, "missed watch events", &|r| r.missed_watch_events.to_string());
+        row(out, "**dependents wrongly deleted**", &|r| {
             format!("**{}**", r.harm.dependents_wrongly_deleted)
         });
-        row(&mut out, "namespaces stuck (> 30 s)", &|r| {
+        row(out, "namespaces stuck (> 30 s)", &|r| {
             r.harm.namespaces_stuck.to_string()
         });
-        row(&mut out, "namespace objects leaked", &|r| {
+        row(out, "namespace objects leaked", &|r| {
             r.harm.namespace_objects_leaked.to_string()
         });
-        row(
-            &mut out,
-            "harm workload: owners / dependents / namespaces",
-            &|r| {
-                let w = &r.harm_workload;
-                format!("{} / {} / {}", w.owners, w.dependents, w.namespaces_deleted)
-            },
-        );
+        row(out, "harm workload: owners / dependents / namespaces", &|r| {
+            let w = &r.harm_workload;
+            format!("{} / {} / {}", w.owners, w.dependents, w.namespaces_deleted)
+        });
         if self.runs.iter().any(|r| r.exec_status.is_some()) {
-            row(&mut out, "`--exec` program", &|r| {
+            row(out, "`--exec` program", &|r| {
                 r.exec_status.clone().unwrap_or_default()
             });
         }
-        row(&mut out, "proxied p50 / p99 (ms)", &|r| {
+        row(out, "proxied p50 / p99 (ms)", &|r| {
             format!(
                 "{:.2} / {:.2}",
                 r.latency_ms.proxied_p50, r.latency_ms.proxied_p99
             )
         });
-        row(&mut out, "local p50 / p99 (ms)", &|r| {
+        row(out, "local p50 / p99 (ms)", &|r| {
             format!("{:.2} / {:.2}", r.latency_ms.local_p50, r.latency_ms.local_p99)
         });
-        for run in &self.runs {
-            let _ = writeln!(out, "\n## MVP {}\n", if run.mvp { "on" } else { "off" });
-            for phase in &run.phases {
-                let _ = writeln!(
-                    out,
-                    "- {} ({:.1}–{:.1} s): {} requests, {} false 404s, {} 503s",
-                    phase.name,
-                    phase.start_s,
-                    phase.end_s,
-                    phase.requests,
-                    phase.false_404,
-                    phase.unavailable_503
-                );
-            }
-            if !run.false_404_by_resource.is_empty() {
-                let list: Vec<String> = run
-                    .false_404_by_resource
-                    .iter()
-                    .map(|(r, n)| format!("{r}: {n}"))
-                    .collect();
-                let _ = writeln!(out, "- false 404s by resource: {}", list.join(", "));
-                let list: Vec<String> = run
-                    .false_404_by_server
-                    .iter()
-                    .map(|(s, n)| format!("{s}: {n}"))
-                    .collect();
-                let _ = writeln!(out, "- false 404s by server: {}", list.join(", "));
-            }
-            if let Some(agents) = &run.exec_requests {
-                out.push_str(&super::exec_audit::markdown(agents));
-            }
-        }
-        out
+    }
+}
+
+/// One run's section of `report.md`: its phases, where its false 404s went, what `--exec`'s program got.
+fn run_section(out: &mut String, run: &RunReport) {
+    let _ = writeln!(out, "\n## MVP {}\n", if run.mvp { "on" } else { "off" });
+    for phase in &run.phases {
+        let _ = writeln!(
+            out,
+            "- {} ({:.1}–{:.1} s): {} requests, {} false 404s, {} 503s",
+            phase.name, phase.start_s, phase.end_s, phase.requests, phase.false_404, phase.unavailable_503
+        );
+    }
+    if !run.false_404_by_resource.is_empty() {
+        let list: Vec<String> = run
+            .false_404_by_resource
+            .iter()
+            .map(|(r, n)| format!("{r}: {n}"))
+            .collect();
+        let _ = writeln!(out, "- false 404s by resource: {}", list.join(", "));
+        let list: Vec<String> = run
+            .false_404_by_server
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        let _ = writeln!(out, "- false 404s by server: {}", list.join(", "));
+    }
+    if let Some(agents) = &run.exec_requests {
+        out.push_str(&super::exec_audit::markdown(agents));
     }
 }
 

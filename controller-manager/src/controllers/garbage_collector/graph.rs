@@ -375,6 +375,7 @@ impl Graph {
             }
         }
         self.nodes.remove(&identity.uid);
+        crate::sparse_maps::release_unused_capacity(&mut self.nodes);
         for owner in &existing.owners {
             if let Some(owner_node) = self.nodes.get_mut(&owner.uid) {
                 owner_node.dependents.remove(&identity.uid);

@@ -304,6 +304,7 @@ impl GarbageCollector {
                     let value = serde_json::to_value(&object).unwrap_or(Value::Null);
                     let identity = identity_of(&resource.api_resource, &value);
                     known.remove(&identity.uid);
+                    crate::sparse_maps::release_unused_capacity(&mut known);
                     Some(Change::Delete(identity))
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -315,6 +316,7 @@ impl GarbageCollector {
                                 let _ = self.inner.changes.send(Change::Delete(identity));
                             }
                         }
+                        crate::sparse_maps::release_unused_capacity(&mut known);
                     }
                     None
                 }

@@ -41,9 +41,20 @@ pub fn evaluate(
     variables: &[(&str, ::cel::Value)],
     fail: bool,
 ) -> MatchResult {
+    evaluate_with(conditions, VARIABLES, variables, fail)
+}
+
+/// [`evaluate`] where the expressions may name `names` (a `ValidatingAdmissionPolicy`'s conditions
+/// also see `params`, `namespaceObject` and `variables`).
+pub fn evaluate_with(
+    conditions: &[MatchCondition],
+    names: &[&str],
+    variables: &[(&str, ::cel::Value)],
+    fail: bool,
+) -> MatchResult {
     let mut errors = Vec::new();
     for condition in conditions {
-        let outcome = cel::compile(&condition.expression, VARIABLES)
+        let outcome = cel::compile(&condition.expression, names)
             .map_err(|e| format!("compilation failed: {}", e.issues))
             .and_then(|compiled| cel::evaluate(&compiled, variables).map_err(|e| e.to_string()));
         match outcome {

@@ -529,7 +529,7 @@ pub fn apply_json_patch(object: &Value, patch: &[u8]) -> Result<Option<Value>, P
 }
 
 /// evanphx/json-patch's (v4) wording of a patch that does not apply, which upstream returns.
-fn patch_error_text(patch: &json_patch::Patch, error: &json_patch::PatchError) -> String {
+pub fn patch_error_text(patch: &json_patch::Patch, error: &json_patch::PatchError) -> String {
     use json_patch::{PatchErrorKind, PatchOperation};
     let path = error.path.to_string();
     let Some(operation) = patch.0.get(error.operation) else {

@@ -205,29 +205,7 @@ pub fn parse_response(
 ) -> Result<AdmissionResponse, ResponseError> {
     let review: Value =
         serde_json::from_slice(body).map_err(|e| ResponseError::Undecodable(json_syntax_error(body, &e)))?;
-    let Some(object) = review.as_object() else {
-        return Err(ResponseError::Undecodable(format!(
-            "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
-            go_type_name(&review)
-        )));
-    };
-    let response = match object.get("response") {
-        None | Some(Value::Null) => {
-            return Err(ResponseError::Invalid("webhook response was absent".to_owned()));
-        }
-        Some(response @ Value::Object(_)) => response,
-        Some(other) => {
-            return Err(ResponseError::Undecodable(format!(
-                "json: cannot unmarshal {} into Go struct field AdmissionReview.response of type {}.AdmissionResponse",
-                go_type_name(other),
-                if version == ReviewVersion::V1 {
-                    "v1"
-                } else {
-                    "v1beta1"
-                }
-            )));
-        }
-    };
+    let response = response_of(&review, version)?;
     let allowed = match response.get("allowed") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(allowed)) => *allowed,
@@ -238,81 +216,15 @@ pub fn parse_response(
             )));
         }
     };
-    let patch = match response.get("patch") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(encoded)) => {
-            Some(data_encoding::BASE64.decode(encoded.as_bytes()).map_err(|e| {
-                ResponseError::Undecodable(format!("illegal base64 data at input byte {}", e.position))
-            })?)
-        }
-        Some(other) => {
-            return Err(ResponseError::Undecodable(format!(
-                "json: cannot unmarshal {} into Go struct field AdmissionResponse.response.patch of type []uint8",
-                go_type_name(other)
-            )));
-        }
-    };
-    let patch = patch.filter(|p| !p.is_empty());
-    let patch_type = response
-        .get("patchType")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let has_patch_type = response.get("patchType").is_some_and(|t| !t.is_null());
-    let mut unsupported_patch_type = None;
-    match version {
+    let patch = patch_of(response)?;
+    let unsupported_patch_type = match version {
         ReviewVersion::V1 => {
-            let got_uid = string_of(response, "uid");
-            if got_uid != uid {
-                return Err(ResponseError::Invalid(format!(
-                    "expected response.uid={uid:?}, got {got_uid:?}"
-                )));
-            }
-            let (api_version, kind) = (string_of(&review, "apiVersion"), string_of(&review, "kind"));
-            if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
-                let (group, gv_version) = match api_version.split_once('/') {
-                    Some((group, v)) => (group.to_owned(), v.to_owned()),
-                    None => (String::new(), api_version.clone()),
-                };
-                return Err(ResponseError::Invalid(format!(
-                    "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{gv_version}, Kind={kind}"
-                )));
-            }
-            if mutating {
-                if patch.is_some() && !has_patch_type {
-                    return Err(ResponseError::Invalid(
-                        "webhook returned response.patch but not response.patchType".to_owned(),
-                    ));
-                }
-                if patch.is_none() && has_patch_type {
-                    return Err(ResponseError::Invalid(
-                        "webhook returned response.patchType but not response.patch".to_owned(),
-                    ));
-                }
-                match patch_type.as_deref() {
-                    Some("") => {
-                        return Err(ResponseError::Invalid(
-                            "webhook returned invalid response.patchType of \"\"".to_owned(),
-                        ));
-                    }
-                    Some("JSONPatch") | None => {}
-                    Some(other) => unsupported_patch_type = Some(other.to_owned()),
-                }
-            } else {
-                if patch.is_some() {
-                    return Err(ResponseError::Invalid(
-                        "validating webhook may not return response.patch".to_owned(),
-                    ));
-                }
-                if has_patch_type {
-                    return Err(ResponseError::Invalid(
-                        "validating webhook may not return response.patchType".to_owned(),
-                    ));
-                }
-            }
+            verify_v1_identity(&review, response, uid)?;
+            verify_patch_fields(response, patch.is_some(), mutating)?
         }
         // v1beta1: neither uid nor kind were verified, and a patch is always a JSONPatch.
-        ReviewVersion::V1beta1 => {}
-    }
+        ReviewVersion::V1beta1 => None,
+    };
     let result = response
         .get("status")
         .filter(|s| s.is_object())
@@ -344,6 +256,103 @@ pub fn parse_response(
         warnings,
         audit_annotations,
     })
+}
+
+/// The review's `response` object, with Go's unmarshal errors for a review or response of the wrong
+/// JSON type.
+fn response_of(review: &Value, version: ReviewVersion) -> Result<&Value, ResponseError> {
+    let Some(object) = review.as_object() else {
+        return Err(ResponseError::Undecodable(format!(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
+            go_type_name(review)
+        )));
+    };
+    match object.get("response") {
+        None | Some(Value::Null) => Err(ResponseError::Invalid("webhook response was absent".to_owned())),
+        Some(response @ Value::Object(_)) => Ok(response),
+        Some(other) => Err(ResponseError::Undecodable(format!(
+            "json: cannot unmarshal {} into Go struct field AdmissionReview.response of type {}.AdmissionResponse",
+            go_type_name(other),
+            if version == ReviewVersion::V1 {
+                "v1"
+            } else {
+                "v1beta1"
+            }
+        ))),
+    }
+}
+
+/// `response.patch`, base64-decoded (`None` when absent or empty).
+fn patch_of(response: &Value) -> Result<Option<Vec<u8>>, ResponseError> {
+    let patch = match response.get("patch") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(encoded)) => {
+            Some(data_encoding::BASE64.decode(encoded.as_bytes()).map_err(|e| {
+                ResponseError::Undecodable(format!("illegal base64 data at input byte {}", e.position))
+            })?)
+        }
+        Some(other) => {
+            return Err(ResponseError::Undecodable(format!(
+                "json: cannot unmarshal {} into Go struct field AdmissionResponse.response.patch of type []uint8",
+                go_type_name(other)
+            )));
+        }
+    };
+    Ok(patch.filter(|p| !p.is_empty()))
+}
+
+/// A v1 response answers this request (`response.uid`) and is an `admission.k8s.io/v1`
+/// `AdmissionReview`.
+fn verify_v1_identity(review: &Value, response: &Value, uid: &str) -> Result<(), ResponseError> {
+    let got_uid = string_of(response, "uid");
+    if got_uid != uid {
+        return Err(ResponseError::Invalid(format!(
+            "expected response.uid={uid:?}, got {got_uid:?}"
+        )));
+    }
+    let (api_version, kind) = (string_of(review, "apiVersion"), string_of(review, "kind"));
+    if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
+        let (group, gv_version) = match api_version.split_once('/') {
+            Some((group, v)) => (group.to_owned(), v.to_owned()),
+            None => (String::new(), api_version.clone()),
+        };
+        return Err(ResponseError::Invalid(format!(
+            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{gv_version}, Kind={kind}"
+        )));
+    }
+    Ok(())
+}
+
+/// A v1 response's patch and patch type: both or neither from a mutating webhook (the patch type, if
+/// not `JSONPatch`, is returned as unsupported), neither from a validating one.
+fn verify_patch_fields(
+    response: &Value,
+    has_patch: bool,
+    mutating: bool,
+) -> Result<Option<String>, ResponseError> {
+    let patch_type = response.get("patchType").and_then(Value::as_str);
+    let has_patch_type = response.get("patchType").is_some_and(|t| !t.is_null());
+    let invalid = |message: &str| Err(ResponseError::Invalid(message.to_owned()));
+    if !mutating {
+        if has_patch {
+            return invalid("validating webhook may not return response.patch");
+        }
+        if has_patch_type {
+            return invalid("validating webhook may not return response.patchType");
+        }
+        return Ok(None);
+    }
+    if has_patch && !has_patch_type {
+        return invalid("webhook returned response.patch but not response.patchType");
+    }
+    if !has_patch && has_patch_type {
+        return invalid("webhook returned response.patchType but not response.patch");
+    }
+    match patch_type {
+        Some("") => invalid("webhook returned invalid response.patchType of \"\""),
+        Some("JSONPatch") | None => Ok(None),
+        Some(other) => Ok(Some(other.to_owned())),
+    }
 }
 
 /// How Go's `encoding/json` names a JSON value's type in its unmarshal errors.

@@ -22,7 +22,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
-use super::matching::{ServiceReference, Webhook};
+use super::matching::{ServiceReference, Webhook, WebhookClientConfig};
 use crate::store::{ObjectKey, StorageResource, Store};
 
 /// The largest webhook response read (a response is an AdmissionReview with a patch).
@@ -99,12 +99,13 @@ fn timeout_text(timeout: Duration) -> String {
 
 /// The webhook's URL and the address to dial, resolving a Service reference.
 async fn endpoint(
-    webhook: &Webhook,
+    client_config: &WebhookClientConfig,
+    timeout: Duration,
     store: &dyn Store,
     addresses: &ServiceAddresses,
 ) -> Result<Endpoint, CallError> {
-    let timeout = timeout_text(webhook.timeout);
-    if let Some(url) = &webhook.client_config.url {
+    let timeout = timeout_text(timeout);
+    if let Some(url) = &client_config.url {
         let uri: Uri = url
             .parse()
             .map_err(|e| CallError::Client(format!("parse {url:?}: {e}")))?;
@@ -129,7 +130,7 @@ async fn endpoint(
             server_name,
         });
     }
-    let Some(service) = &webhook.client_config.service else {
+    let Some(service) = &client_config.service else {
         return Err(CallError::Client(
             "webhook clientConfig has neither url nor service".to_owned(),
         ));
@@ -241,14 +242,9 @@ async fn resolve_service(
 
 /// The TLS client of a webhook: its `caBundle` as the only trust root (with none, nothing is trusted:
 /// the fake has no system roots), ring as the explicit provider, h2 or HTTP/1.1.
-fn tls_config(webhook: &Webhook) -> Result<rustls::ClientConfig, CallError> {
+fn tls_config(client_config: &WebhookClientConfig) -> Result<rustls::ClientConfig, CallError> {
     let mut roots = rustls::RootCertStore::empty();
-    if let Some(bundle) = webhook
-        .client_config
-        .ca_bundle
-        .as_deref()
-        .filter(|b| !b.is_empty())
-    {
+    if let Some(bundle) = client_config.ca_bundle.as_deref().filter(|b| !b.is_empty()) {
         let unparsable = || {
             CallError::Client(
                 "unable to load root certificates: unable to parse bytes as PEM block".to_owned(),
@@ -285,12 +281,26 @@ pub async fn post(
     store: &dyn Store,
     addresses: &ServiceAddresses,
 ) -> Result<Bytes, CallError> {
-    let config = tls_config(webhook)?;
-    let deadline = tokio::time::Instant::now() + webhook.timeout;
-    let endpoint = match tokio::time::timeout_at(deadline, endpoint(webhook, store, addresses)).await {
-        Ok(endpoint) => endpoint?,
-        Err(_) => return Err(CallError::Response("context deadline exceeded".to_owned())),
-    };
+    post_to(&webhook.client_config, webhook.timeout, review, store, addresses).await
+}
+
+/// Posts `review` (JSON) to the webhook at `client_config` within `timeout` (also sent as
+/// `?timeout=`, as client-go does for a client with a timeout) and returns the response body of a 2xx
+/// answer. Shared by admission and CRD conversion webhooks.
+pub async fn post_to(
+    client_config: &WebhookClientConfig,
+    timeout: Duration,
+    review: Vec<u8>,
+    store: &dyn Store,
+    addresses: &ServiceAddresses,
+) -> Result<Bytes, CallError> {
+    let config = tls_config(client_config)?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let endpoint =
+        match tokio::time::timeout_at(deadline, endpoint(client_config, timeout, store, addresses)).await {
+            Ok(endpoint) => endpoint?,
+            Err(_) => return Err(CallError::Response("context deadline exceeded".to_owned())),
+        };
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);

@@ -262,6 +262,41 @@ fn associative_key(
     Ok(parts.join(","))
 }
 
+/// The paths of the atomic lists, maps and structs an apply configuration sets (upstream's
+/// `findAtomics` of a mutating admission policy's `validatePatch`), as structured-merge-diff prints
+/// them (`.spec.selector`, `.spec.containers[0].args`). A kind without a schema has none.
+pub fn atomic_paths(applied: &Value, schema: PatchSchema) -> Vec<String> {
+    let mut paths = Vec::new();
+    find_atomics(applied, &Field::element(schema), String::new(), &mut paths);
+    paths
+}
+
+fn find_atomics(value: &Value, field: &Field, path: String, paths: &mut Vec<String>) {
+    match value {
+        Value::Object(map) if field.schema.is_object() => {
+            if field.is_atomic_map() {
+                paths.push(path.clone());
+            }
+            for (key, item) in map {
+                let child = field.schema.field(key);
+                if child.schema.is_known() {
+                    find_atomics(item, &child, format!("{path}.{key}"), paths);
+                }
+            }
+        }
+        Value::Array(items) if field.schema.is_list() => {
+            if !matches!(field.list_type(), Some("map" | "set")) {
+                paths.push(path.clone());
+            }
+            let element = Field::element(field.schema.items());
+            for (index, item) in items.iter().enumerate() {
+                find_atomics(item, &element, format!("{path}[{index}]"), paths);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -99,11 +99,6 @@ fn exit_reason(terminated: &Value) -> String {
 /// age of the last one, and (wide) IP, node, nominated node, readiness gates.
 fn pod_cells(pod: &Value, ctx: &PrintContext) -> Vec<Value> {
     let init_specs = list(pod, &["spec", "initContainers"]);
-    let restartable = |container: &str| {
-        init_specs
-            .iter()
-            .any(|c| text(c, &["name"]) == container && text(c, &["restartPolicy"]) == "Always")
-    };
     let sidecars = init_specs
         .iter()
         .filter(|c| text(c, &["restartPolicy"]) == "Always")
@@ -111,83 +106,27 @@ fn pod_cells(pod: &Value, ctx: &PrintContext) -> Vec<Value> {
     let total = list(pod, &["spec", "containers"]).len() + sidecars;
     // A new Pod's phase is Pending (the registry sets it on create).
     let phase = non_empty(pod, &["status", "phase"]).unwrap_or("Pending");
-    let mut reason = non_empty(pod, &["status", "reason"]).unwrap_or(phase).to_owned();
+    let mut tally = ContainerTally {
+        reason: non_empty(pod, &["status", "reason"]).unwrap_or(phase).to_owned(),
+        ..ContainerTally::default()
+    };
     if list(pod, &["status", "conditions"])
         .iter()
         .any(|c| text(c, &["type"]) == "PodScheduled" && text(c, &["reason"]) == "SchedulingGated")
     {
-        reason = "SchedulingGated".to_owned();
+        tally.reason = "SchedulingGated".to_owned();
     }
-
-    let mut restarts = 0;
-    let mut sidecar_restarts = 0;
-    let mut ready = 0;
-    let mut last_restart = None;
-    let mut last_sidecar_restart = None;
-    let mut initializing = false;
-    for (index, status) in list(pod, &["status", "initContainerStatuses"]).iter().enumerate() {
-        let container = text(status, &["name"]);
-        restarts += count(status, &["restartCount"]);
-        last_restart = later_termination(last_restart, status);
-        if restartable(container) {
-            sidecar_restarts += count(status, &["restartCount"]);
-            last_sidecar_restart = later_termination(last_sidecar_restart, status);
-        }
-        let terminated = at(status, &["state", "terminated"]).filter(|t| t.is_object());
-        let waiting_reason = text(status, &["state", "waiting", "reason"]);
-        if terminated.is_some_and(|t| count(t, &["exitCode"]) == 0) {
-            continue;
-        }
-        if restartable(container) && boolean(status, &["started"]) == Some(true) {
-            if boolean(status, &["ready"]) == Some(true) {
-                ready += 1;
-            }
-            continue;
-        }
-        reason = match terminated {
-            Some(t) => match non_empty(t, &["reason"]) {
-                Some(r) => format!("Init:{r}"),
-                None => format!("Init:{}", exit_reason(t)),
-            },
-            None if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" => {
-                format!("Init:{waiting_reason}")
-            }
-            None => format!("Init:{index}/{}", init_specs.len()),
-        };
-        initializing = true;
-        break;
-    }
-
+    let initializing = tally.init_containers(pod);
     if !initializing || condition_true(pod, "Initialized") {
-        restarts = sidecar_restarts;
-        last_restart = last_sidecar_restart;
-        let mut has_running = false;
-        for status in list(pod, &["status", "containerStatuses"]).iter().rev() {
-            restarts += count(status, &["restartCount"]);
-            last_restart = later_termination(last_restart, status);
-            let terminated = at(status, &["state", "terminated"]).filter(|t| t.is_object());
-            if let Some(waiting) = non_empty(status, &["state", "waiting", "reason"]) {
-                reason = waiting.to_owned();
-            } else if let Some(t) = terminated {
-                reason = match non_empty(t, &["reason"]) {
-                    Some(r) => r.to_owned(),
-                    None => exit_reason(t),
-                };
-            } else if boolean(status, &["ready"]) == Some(true) && at(status, &["state", "running"]).is_some()
-            {
-                has_running = true;
-                ready += 1;
-            }
-        }
-        if reason == "Completed" && has_running {
-            reason = if condition_true(pod, "Ready") {
-                "Running".to_owned()
-            } else {
-                "NotReady".to_owned()
-            };
-        }
+        tally.containers(pod);
     }
-
+    let ContainerTally {
+        mut reason,
+        restarts,
+        ready,
+        last_restart,
+        ..
+    } = tally;
     if deleting(pod) && text(pod, &["status", "reason"]) == "NodeLost" {
         reason = "Unknown".to_owned();
     } else if deleting(pod) && !matches!(phase, "Succeeded" | "Failed") {
@@ -207,16 +146,6 @@ fn pod_cells(pod: &Value, ctx: &PrintContext) -> Vec<Value> {
         .and_then(|ip| non_empty(ip, &["ip"]))
         .or_else(|| non_empty(pod, &["status", "podIP"]))
         .unwrap_or("<none>");
-    let gates = list(pod, &["spec", "readinessGates"]);
-    let readiness_gates = if gates.is_empty() {
-        "<none>".to_owned()
-    } else {
-        let met = gates
-            .iter()
-            .filter(|gate| condition_true(pod, text(gate, &["conditionType"])))
-            .count();
-        format!("{met}/{}", gates.len())
-    };
     vec![
         name(pod).into(),
         format!("{ready}/{total}").into(),
@@ -228,8 +157,111 @@ fn pod_cells(pod: &Value, ctx: &PrintContext) -> Vec<Value> {
         non_empty(pod, &["status", "nominatedNodeName"])
             .unwrap_or("<none>")
             .into(),
-        readiness_gates.into(),
+        readiness_gates_cell(pod).into(),
     ]
+}
+
+/// What `printPod` adds up over a Pod's container statuses: the status shown, restarts (and the last
+/// one's time), ready containers; sidecars' restarts apart, as they count once the Pod is initialized.
+#[derive(Debug, Default)]
+struct ContainerTally {
+    reason: String,
+    restarts: i64,
+    sidecar_restarts: i64,
+    ready: usize,
+    last_restart: Option<OffsetDateTime>,
+    last_sidecar_restart: Option<OffsetDateTime>,
+}
+
+impl ContainerTally {
+    /// The init containers' statuses, in order until the first one not done (whose state becomes the
+    /// reason, `Init:…`): whether the Pod is still initializing.
+    fn init_containers(&mut self, pod: &Value) -> bool {
+        let init_specs = list(pod, &["spec", "initContainers"]);
+        let restartable = |container: &str| {
+            init_specs
+                .iter()
+                .any(|c| text(c, &["name"]) == container && text(c, &["restartPolicy"]) == "Always")
+        };
+        for (index, status) in list(pod, &["status", "initContainerStatuses"]).iter().enumerate() {
+            let container = text(status, &["name"]);
+            self.restarts += count(status, &["restartCount"]);
+            self.last_restart = later_termination(self.last_restart, status);
+            if restartable(container) {
+                self.sidecar_restarts += count(status, &["restartCount"]);
+                self.last_sidecar_restart = later_termination(self.last_sidecar_restart, status);
+            }
+            let terminated = at(status, &["state", "terminated"]).filter(|t| t.is_object());
+            let waiting_reason = text(status, &["state", "waiting", "reason"]);
+            if terminated.is_some_and(|t| count(t, &["exitCode"]) == 0) {
+                continue;
+            }
+            if restartable(container) && boolean(status, &["started"]) == Some(true) {
+                if boolean(status, &["ready"]) == Some(true) {
+                    self.ready += 1;
+                }
+                continue;
+            }
+            self.reason = match terminated {
+                Some(t) => match non_empty(t, &["reason"]) {
+                    Some(r) => format!("Init:{r}"),
+                    None => format!("Init:{}", exit_reason(t)),
+                },
+                None if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" => {
+                    format!("Init:{waiting_reason}")
+                }
+                None => format!("Init:{index}/{}", init_specs.len()),
+            };
+            return true;
+        }
+        false
+    }
+
+    /// The regular containers' statuses (last first, so the first container's state wins): restarts
+    /// start over from the sidecars'; a completed Pod with a container still running is `Running` or
+    /// `NotReady`.
+    fn containers(&mut self, pod: &Value) {
+        self.restarts = self.sidecar_restarts;
+        self.last_restart = self.last_sidecar_restart;
+        let mut has_running = false;
+        for status in list(pod, &["status", "containerStatuses"]).iter().rev() {
+            self.restarts += count(status, &["restartCount"]);
+            self.last_restart = later_termination(self.last_restart, status);
+            let terminated = at(status, &["state", "terminated"]).filter(|t| t.is_object());
+            if let Some(waiting) = non_empty(status, &["state", "waiting", "reason"]) {
+                self.reason = waiting.to_owned();
+            } else if let Some(t) = terminated {
+                self.reason = match non_empty(t, &["reason"]) {
+                    Some(r) => r.to_owned(),
+                    None => exit_reason(t),
+                };
+            } else if boolean(status, &["ready"]) == Some(true) && at(status, &["state", "running"]).is_some()
+            {
+                has_running = true;
+                self.ready += 1;
+            }
+        }
+        if self.reason == "Completed" && has_running {
+            self.reason = if condition_true(pod, "Ready") {
+                "Running".to_owned()
+            } else {
+                "NotReady".to_owned()
+            };
+        }
+    }
+}
+
+/// `met/total` of the Pod's readiness gates, or `<none>`.
+fn readiness_gates_cell(pod: &Value) -> String {
+    let gates = list(pod, &["spec", "readinessGates"]);
+    if gates.is_empty() {
+        return "<none>".to_owned();
+    }
+    let met = gates
+        .iter()
+        .filter(|gate| condition_true(pod, text(gate, &["conditionType"])))
+        .count();
+    format!("{met}/{}", gates.len())
 }
 
 /// PodTemplate columns.

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use prometheus::{IntCounter, Opts, Registry};
 
 use crate::apidiscovery::APIGroupDiscoveryList;
-use crate::discovery_merge::merge_peer_discovery;
-use crate::peer_discovery::PeerDiscoveryCache;
+use crate::discovery::caches::PeerDiscoveryCache;
+use crate::discovery::merge::merge_peer_discovery;
 
 /// Upstream's help texts, with the `[ALPHA] ` prefix component-base adds.
 #[cfg(feature = "prometheus")]
@@ -339,7 +339,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::peer_discovery::PeerDiscoveryEntry;
+    use crate::discovery::caches::PeerDiscoveryEntry;
 
     /// A `v2` `/apis` list of `groups` (each with `v1` and one resource), metadata as a 1.33 server
     /// writes it when `null_timestamp`.

@@ -546,7 +546,7 @@ mod tests {
         /// - Otherwise a topological sort (Kahn's algorithm) of the precedence edges runs, taking the
         ///   lexicographically smallest available name at each step.
         /// - If the relations contradict each other (a cycle), all names sorted lexicographically.
-        pub fn merge_preserving_relative_order<S: AsRef<str>>(lists: &[Vec<S>]) -> Vec<String> {
+        pub(super) fn merge_preserving_relative_order<S: AsRef<str>>(lists: &[Vec<S>]) -> Vec<String> {
             struct Node<'a> {
                 next: HashSet<&'a str>,
                 in_degree: usize,
@@ -623,7 +623,7 @@ mod tests {
         /// peer entry with the same ID replaces the local list (as upstream's map insertion does). With no
         /// peer, or when the peers add nothing and order everything as the local list does, the result
         /// equals `local`.
-        pub fn merge_peer_discovery(
+        pub(super) fn merge_peer_discovery(
             local_id: &str,
             local: &[Value],
             peers: &[(String, Vec<Value>)],

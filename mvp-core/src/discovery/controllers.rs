@@ -13,12 +13,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::discovery_fetch::{MAX_RETRIES, PeerDiscoverySync, backoff};
+use crate::discovery::caches::{DiscoveryResolver, LocalDiscoveryCache, PeerDiscoveryCache};
+use crate::discovery::sync::{MAX_RETRIES, PeerDiscoverySync, backoff};
 use crate::gv_exclusion::GvExclusionTracker;
 use crate::gvr::GroupVersionResource;
 use crate::metrics::MvpMetrics;
 use crate::objects::{GroupVersion, Lease};
-use crate::peer_discovery::{DiscoveryResolver, LocalDiscoveryCache, PeerDiscoveryCache};
 use crate::resolve::{PeerEndpoints, PeerResolver};
 use crate::transport::PeerTransport;
 

@@ -2,7 +2,7 @@
 //! cache, the peer discovery cache, and the resolver that reads both.
 //!
 //! Pure data structures; fetching peers' discovery documents is in
-//! [`crate::discovery_fetch`].
+//! [`crate::discovery::sync`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -1,9 +1,9 @@
-//! Running the real kubectl against a fixture server.
+//! The real kubectl, run against one server's (or the load balancer's) kubeconfig.
 //!
 //! kubectl is optional: [`Kubectl::find`] returns `None` (and prints why the test is skipped) when it is
-//! not installed or older than 1.[`MIN_KUBECTL_MINOR`]. Every run gets the server's admin kubeconfig
-//! and a discovery cache inside the cluster's temporary directory, so runs never share state with the
-//! user's `~/.kube` and leave no files behind.
+//! not installed or older than 1.[`MIN_KUBECTL_MINOR`]. Every run gets its kubeconfig and a discovery
+//! cache in a scratch directory (the cluster's), so runs never share state with the user's `~/.kube`
+//! and leave no files behind; `$KUBECONFIG` is ignored.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -11,34 +11,36 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
-use crate::error::{FixtureError, Result};
-use crate::exchange::redact_text;
+use crate::error::{Error, Result};
 
-/// kubectl bound to one server's kubeconfig.
+/// The oldest kubectl minor version (of major version 1) the fixture is written for.
+pub const MIN_KUBECTL_MINOR: u32 = 28;
+
+/// The environment variable naming the kubectl binary to use instead of the one on `PATH`.
+pub const KUBECTL_ENV: &str = "KUBECTL";
+
+/// kubectl bound to one kubeconfig.
 #[derive(Debug, Clone)]
 pub struct Kubectl {
     binary: PathBuf,
     kubeconfig: PathBuf,
     cache_dir: PathBuf,
+    filter: Option<fn(&str) -> String>,
 }
 
-/// The outcome of one kubectl run, as snapshotted (ports redacted).
+/// The outcome of one kubectl run (serializable, for snapshots).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KubectlOutput {
     /// The command line after `kubectl --kubeconfig …`.
     pub command: String,
     /// Whether kubectl exited with status 0.
     pub success: bool,
-    /// Standard output.
+    /// Standard output (through the output filter, if any).
     pub stdout: String,
-    /// Standard error.
+    /// Standard error (through the output filter, if any).
     pub stderr: String,
 }
-
-/// The oldest kubectl minor version (of major version 1) the kubectl tests are written for.
-pub const MIN_KUBECTL_MINOR: u32 = 28;
 
 /// The `(major, minor)` client version in the output of `kubectl version --client -o json`.
 ///
@@ -55,13 +57,19 @@ pub fn client_version(json: &[u8]) -> Option<(u32, u32)> {
     Some((number(client.get("major")?)?, number(client.get("minor")?)?))
 }
 
+/// The kubectl to run: `$KUBECTL`, else `kubectl` (looked up on `PATH` when it runs). Unchecked; see
+/// [`Kubectl::find`].
+pub fn binary() -> PathBuf {
+    std::env::var_os(KUBECTL_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
 impl Kubectl {
-    /// The kubectl binary on `PATH` (or `$KUBECTL`) if it is at least 1.[`MIN_KUBECTL_MINOR`], or
-    /// `None` after printing that kubectl tests are skipped and why.
+    /// The kubectl binary (see [`binary`]) if it is at least 1.[`MIN_KUBECTL_MINOR`], or `None` after
+    /// printing that the calling test is skipped and why.
     pub fn find() -> Option<PathBuf> {
-        let candidate = std::env::var_os("KUBECTL")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("kubectl"));
+        let candidate = binary();
         let output = std::process::Command::new(&candidate)
             .args(["version", "--client", "-o", "json"])
             .stdin(Stdio::null())
@@ -85,12 +93,13 @@ impl Kubectl {
         };
         eprintln!(
             "skipped: {why}; this test needs kubectl >= 1.{MIN_KUBECTL_MINOR}: install one or point \
-             $KUBECTL at one to run it"
+             ${KUBECTL_ENV} at one to run it"
         );
         None
     }
 
-    /// kubectl `binary` using `kubeconfig`, caching discovery under `scratch_dir`.
+    /// kubectl `binary` using `kubeconfig`, caching discovery under `scratch_dir` (one cache per
+    /// kubeconfig name).
     pub fn new(binary: PathBuf, kubeconfig: PathBuf, scratch_dir: &Path) -> Self {
         let stem = kubeconfig
             .file_stem()
@@ -100,11 +109,32 @@ impl Kubectl {
             binary,
             cache_dir: scratch_dir.join(format!("kubectl-cache-{stem}")),
             kubeconfig,
+            filter: None,
         }
     }
 
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(&self.binary);
+    /// Passes stdout, stderr and every streamed line through `filter` (e.g. one that redacts ports for
+    /// snapshots).
+    pub fn with_output_filter(mut self, filter: fn(&str) -> String) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// The kubeconfig this kubectl uses.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    fn filtered(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8_lossy(bytes);
+        match self.filter {
+            Some(filter) => filter(&text),
+            None => text.into_owned(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.binary);
         command
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
@@ -112,55 +142,76 @@ impl Kubectl {
             .arg(&self.cache_dir)
             .args(args)
             .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
+            .stdin(Stdio::null());
         command
     }
 
-    /// Runs `kubectl args…` to completion (at most `timeout`; then it is killed and reported as failed).
+    fn spawn_error(&self, e: std::io::Error) -> Error {
+        Error::Kubectl(format!("failed to run {}: {e}", self.binary.display()))
+    }
+
+    /// Runs `kubectl args…` to completion (at most `timeout`; then it is killed and this fails with
+    /// [`Error::Timeout`]).
     pub async fn run(&self, args: &[&str], timeout: Duration) -> Result<KubectlOutput> {
-        let child = self
-            .command(args)
+        let child = tokio::process::Command::from(self.command(args))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .kill_on_drop(true)
             .spawn()
-            .map_err(|e| FixtureError::Kubectl(format!("failed to run {}: {e}", self.binary.display())))?;
+            .map_err(|e| self.spawn_error(e))?;
         let command = args.join(" ");
         match tokio::time::timeout(timeout, child.wait_with_output()).await {
             Ok(Ok(output)) => Ok(KubectlOutput {
                 command,
                 success: output.status.success(),
-                stdout: redact_text(&String::from_utf8_lossy(&output.stdout)),
-                stderr: redact_text(&String::from_utf8_lossy(&output.stderr)),
+                stdout: self.filtered(&output.stdout),
+                stderr: self.filtered(&output.stderr),
             }),
-            Ok(Err(e)) => Err(FixtureError::Kubectl(format!("kubectl {command}: {e}"))),
+            Ok(Err(e)) => Err(Error::Kubectl(format!("kubectl {command}: {e}"))),
             // Dropping the wait future drops the child, which kill_on_drop kills.
-            Err(_) => Err(FixtureError::Timeout {
+            Err(_) => Err(Error::Timeout {
                 what: format!("kubectl {command}"),
                 seconds: timeout.as_secs(),
             }),
         }
     }
 
+    /// Runs `kubectl args…` to completion on this thread, without a deadline: for synchronous tests
+    /// and for commands that end by themselves.
+    pub fn run_blocking(&self, args: &[&str]) -> Result<KubectlOutput> {
+        let output = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| self.spawn_error(e))?;
+        Ok(KubectlOutput {
+            command: args.join(" "),
+            success: output.status.success(),
+            stdout: self.filtered(&output.stdout),
+            stderr: self.filtered(&output.stderr),
+        })
+    }
+
     /// Starts a long-running kubectl (e.g. `get jobs --watch`), returns the first `lines` lines of its
     /// standard output (or fewer when `timeout` passes first), and kills it.
     pub async fn stream_lines(&self, args: &[&str], lines: usize, timeout: Duration) -> Result<Vec<String>> {
-        let mut child = self
-            .command(args)
+        let mut child = tokio::process::Command::from(self.command(args))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
+            .kill_on_drop(true)
             .spawn()
-            .map_err(|e| FixtureError::Kubectl(format!("failed to run {}: {e}", self.binary.display())))?;
+            .map_err(|e| self.spawn_error(e))?;
         let stdout = child
             .stdout
             .take()
-            .ok_or_else(|| FixtureError::Kubectl("no stdout pipe".to_owned()))?;
+            .ok_or_else(|| Error::Kubectl("no stdout pipe".to_owned()))?;
         let mut reader = BufReader::new(stdout).lines();
         let mut out = Vec::new();
         let deadline = tokio::time::Instant::now() + timeout;
         while out.len() < lines {
             match tokio::time::timeout_at(deadline, reader.next_line()).await {
-                Ok(Ok(Some(line))) => out.push(redact_text(&line)),
+                Ok(Ok(Some(line))) => out.push(self.filtered(line.as_bytes())),
                 _ => break,
             }
         }
@@ -201,5 +252,20 @@ mod tests {
         assert!((1, 20) < (1, MIN_KUBECTL_MINOR));
         assert!((1, 28) >= (1, MIN_KUBECTL_MINOR));
         assert!((2, 0) >= (1, MIN_KUBECTL_MINOR));
+    }
+
+    #[test]
+    fn a_missing_binary_is_an_error_not_a_panic() {
+        let kubectl = Kubectl::new(
+            PathBuf::from("/nonexistent/kubectl"),
+            PathBuf::from("/nonexistent/a.kubeconfig"),
+            Path::new("/nonexistent"),
+        );
+        let err = kubectl.run_blocking(&["get", "pods"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("kubectl: failed to run /nonexistent/kubectl: "),
+            "{err}"
+        );
     }
 }

@@ -15,26 +15,26 @@ use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
 use serde_json::Value;
 
+use crate::discovery::caches::{PeerDiscoveryCache, PeerDiscoveryEntry};
 use crate::metrics::{DISCOVERY_ERROR_FETCH, DISCOVERY_ERROR_HOSTPORT_RESOLUTION, MvpMetrics};
-use crate::peer_discovery::{PeerDiscoveryCache, PeerDiscoveryEntry};
 use crate::proxy::proxy_to_peer;
 use crate::resolve::{PeerEndpoints, is_valid_host_port};
 use crate::transport::PeerTransport;
 use crate::user::UserInfo;
 
 /// client-go `AcceptV2NoPeer`, `AcceptV2`, `AcceptV1`, in that order.
-pub const DISCOVERY_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer,\
+pub(crate) const DISCOVERY_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer,\
 application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
 
 /// Requeues of a failed sync before the key is dropped (upstream v1.35+; 5 before).
-pub const MAX_RETRIES: u32 = 20;
+pub(crate) const MAX_RETRIES: u32 = 20;
 
 /// Paths fetched from each peer.
 const DISCOVERY_PATHS: [&str; 2] = ["/api", "/apis"];
 
 /// Errors of a peer discovery sync.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum PeerDiscoveryError {
+pub(crate) enum PeerDiscoveryError {
     /// A peer's address is unknown or not `host:port`.
     #[error("failed to get host port info from identity lease for server {server_id}: {reason}")]
     HostPort {
@@ -56,7 +56,7 @@ pub enum PeerDiscoveryError {
 
 /// What one [`PeerDiscoverySync::sync`] attempt found.
 #[derive(Debug)]
-pub struct SyncOutcome {
+pub(crate) struct SyncOutcome {
     /// The peers it asked: an answer or a transport error, either way not the start-up race of a
     /// peer whose address is not yet published.
     pub reached: HashSet<String>,
@@ -79,7 +79,7 @@ impl Default for SyncOutcome {
 
 /// Keeps a [`PeerDiscoveryCache`] up to date from peers' discovery endpoints.
 #[derive(Clone)]
-pub struct PeerDiscoverySync {
+pub(crate) struct PeerDiscoverySync {
     cache: Arc<PeerDiscoveryCache>,
     endpoints: Arc<dyn PeerEndpoints>,
     transport: PeerTransport,
@@ -94,7 +94,7 @@ impl std::fmt::Debug for PeerDiscoverySync {
 
 impl PeerDiscoverySync {
     /// A syncer filling `cache`, reaching peers at `endpoints` through `transport`.
-    pub fn new(
+    pub(crate) fn new(
         cache: Arc<PeerDiscoveryCache>,
         endpoints: Arc<dyn PeerEndpoints>,
         transport: PeerTransport,
@@ -117,7 +117,7 @@ impl PeerDiscoverySync {
     /// failed fetch: a peer that restarts (new run, lease replaced) stays known for what it
     /// served until its new run's discovery is fetched, so its resources get a 503 while it is
     /// unreachable instead of a false 404 (docs/decisions.md §8).
-    pub async fn sync(&self, peer_ids: &[String], departed: &HashSet<String>) -> SyncOutcome {
+    pub(crate) async fn sync(&self, peer_ids: &[String], departed: &HashSet<String>) -> SyncOutcome {
         let previous = self.cache.entries();
         let mut outcome = SyncOutcome::default();
         let mut entries: HashMap<String, Arc<PeerDiscoveryEntry>> = HashMap::new();
@@ -158,7 +158,7 @@ impl PeerDiscoverySync {
 
     /// Fetches one peer's discovery: the entry built from whatever succeeded, and the last
     /// error, as upstream's `fetchNewDiscoveryFor`.
-    pub async fn fetch(&self, server_id: &str) -> (PeerDiscoveryEntry, Option<PeerDiscoveryError>) {
+    pub(crate) async fn fetch(&self, server_id: &str) -> (PeerDiscoveryEntry, Option<PeerDiscoveryError>) {
         let endpoint = match self.endpoints.endpoint(server_id) {
             Some(hp) if is_valid_host_port(&hp) => hp,
             other => {
@@ -226,7 +226,7 @@ impl PeerDiscoverySync {
 }
 
 /// client-go's default per-item backoff: 5 ms × 2^attempt, capped at 1000 s.
-pub fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     let ms = 5u64.saturating_mul(1u64 << attempt.min(40));
     Duration::from_millis(ms).min(Duration::from_secs(1000))
 }

@@ -1,0 +1,461 @@
+//! The watch cache in front of etcd (docs/decisions.md §21), seen from outside: server processes of
+//! the built binary on a private etcd of the test's own.
+//!
+//! * Many client watches share one etcd watch and each sees every write once, in order.
+//! * `kill -9` of etcd and a restart under a write loop: no acknowledged write is missing from any
+//!   watch or from a consistent list.
+//! * `--watch-cache=false` and `--watch-cache-sizes=<resource>#0` give every client watch its own
+//!   etcd watch again; a bad `--watch-cache-sizes` is a one-line error.
+//!
+//! Needs the `etcd` feature and `etcd` on `PATH`; otherwise it says it is skipped (and fails when
+//! `KUBE_MVP_REQUIRE_ETCD=1`, as CI sets it).
+
+mod support;
+
+use std::process::Command;
+
+#[test]
+fn bad_watch_cache_sizes_are_one_line_errors() {
+    for (value, message) in [
+        ("configmaps", "invalid value of watch cache size: configmaps"),
+        (
+            "configmaps#many",
+            "invalid size of watch cache size: configmaps#many",
+        ),
+        (
+            "configmaps#-1",
+            "watch cache size cannot be negative: configmaps#-1",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
+            .args([
+                "--tls-cert-file=/nonexistent.crt",
+                "--tls-private-key-file=/nonexistent.key",
+                &format!("--watch-cache-sizes=pods#100,{value}"),
+            ])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+        assert!(!output.status.success(), "{value}");
+        assert_eq!(stderr.lines().count(), 1, "{value}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(message),
+            "{value}: {stderr}"
+        );
+    }
+}
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn watch_cache_is_skipped_without_the_feature() {
+    support::etcd::skip("apiserver-fake was built without the `etcd` feature");
+}
+
+#[cfg(feature = "etcd")]
+mod with_etcd {
+    use std::collections::BTreeSet;
+    use std::net::Ipv4Addr;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use apiserver_fake::cluster::etcd_process::EtcdProcess;
+    use apiserver_fake::cluster::process::{EtcdBackend, ProcessCluster};
+    use http::{Method, StatusCode};
+    use http_body_util::BodyExt;
+    use serde_json::{Value, json};
+
+    use crate::support::{TestClient, eventually, member};
+
+    const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+    /// A private etcd the test may kill, its data in `dir/etcd`.
+    fn etcd(dir: &Path, port: u16) -> Option<EtcdProcess> {
+        if !apiserver_fake::cluster::etcd_process::etcd_installed() {
+            crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+            return None;
+        }
+        Some(
+            EtcdProcess::start(&dir.join("etcd"), Ipv4Addr::LOCALHOST, port, None, false)
+                .expect("etcd starts"),
+        )
+    }
+
+    /// A server on `etcd` with the watch cache on (the default, docs/decisions.md §21) unless `flags`
+    /// say otherwise.
+    async fn server(dir: &Path, etcd: &EtcdProcess, flags: &[&str]) -> (ProcessCluster, Arc<TestClient>) {
+        let cluster = ProcessCluster::start(
+            Path::new(env!("CARGO_BIN_EXE_apiserver-fake")),
+            Some(dir.join("cluster")),
+            vec![member("b", 2, "1.36", flags)],
+            0,
+            EtcdBackend::Existing(vec![etcd.client_url().to_owned()]),
+            "/registry",
+        )
+        .await
+        .expect("the cluster starts");
+        let d = cluster.dir();
+        let client = Arc::new(TestClient::new(
+            &cluster.url("b").expect("b"),
+            &d.join("ca.crt"),
+            Some((&d.join("admin.crt"), &d.join("admin.key"))),
+        ));
+        (cluster, client)
+    }
+
+    fn revision(object: &Value) -> u64 {
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse().ok())
+            .expect("resourceVersion")
+    }
+
+    async fn list_revision(client: &TestClient) -> u64 {
+        let list = client.get(CONFIGMAPS).await;
+        assert_eq!(list.status, StatusCode::OK, "{}", list.text());
+        revision(&list.json())
+    }
+
+    /// What one client watch saw: names in the order of their ADDED events.
+    #[derive(Default)]
+    struct Seen {
+        added: Vec<String>,
+        revisions: Vec<u64>,
+    }
+
+    /// Watches ConfigMaps from `from` as a client does: when the watch ends it watches again from the
+    /// last revision it saw. An ERROR event fails the test.
+    fn watcher(client: Arc<TestClient>, from: u64, stop: Arc<AtomicBool>) -> Arc<Mutex<Seen>> {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let out = seen.clone();
+        tokio::spawn(async move {
+            let mut last = from;
+            while !stop.load(Ordering::Relaxed) {
+                let path = format!("{CONFIGMAPS}?watch=true&resourceVersion={last}");
+                let Ok(response) =
+                    tokio::time::timeout(Duration::from_secs(5), client.open(Method::GET, &path, &[], None))
+                        .await
+                else {
+                    continue;
+                };
+                if response.status() != StatusCode::OK {
+                    // Poll interval: the server could not start the watch (etcd down); try again.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                let mut body = response.into_body();
+                let mut buffer = Vec::new();
+                while let Ok(Some(Ok(frame))) =
+                    tokio::time::timeout(Duration::from_secs(5), body.frame()).await
+                {
+                    let Ok(data) = frame.into_data() else { continue };
+                    buffer.extend_from_slice(&data);
+                    while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buffer.drain(..=end).collect();
+                        let event: Value = serde_json::from_slice(&line).expect("a JSON watch event");
+                        assert_ne!(event["type"], "ERROR", "{event}");
+                        let rv = revision(&event["object"]);
+                        let mut seen = out.lock().expect("seen");
+                        if event["type"] == "ADDED" {
+                            seen.added.push(
+                                event["object"]["metadata"]["name"]
+                                    .as_str()
+                                    .expect("name")
+                                    .to_owned(),
+                            );
+                        }
+                        seen.revisions.push(rv);
+                        last = rv;
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                }
+            }
+        });
+        seen
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_watches_see_every_write_once_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(etcd) = etcd(dir.path(), 0) else { return };
+        let (_cluster, client) = server(dir.path(), &etcd, &[]).await;
+        let from = list_revision(&client).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let watchers: Vec<_> = (0..50)
+            .map(|_| watcher(client.clone(), from, stop.clone()))
+            .collect();
+        const WRITES: usize = 300;
+        let mut writers = Vec::new();
+        for w in 0..4 {
+            let client = client.clone();
+            writers.push(tokio::spawn(async move {
+                for i in (w..WRITES).step_by(4) {
+                    let body = json!({"metadata": {"name": format!("cm-{i:03}")}});
+                    let reply = client.post(CONFIGMAPS, &body.to_string()).await;
+                    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+                }
+            }));
+        }
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        let expected: BTreeSet<String> = (0..WRITES).map(|i| format!("cm-{i:03}")).collect();
+        for (i, seen) in watchers.iter().enumerate() {
+            eventually(
+                &format!("watch {i} sees every write"),
+                Duration::from_secs(30),
+                || async { (seen.lock().expect("seen").added.len() >= WRITES).then_some(()) },
+            )
+            .await;
+            let seen = seen.lock().expect("seen");
+            let names: BTreeSet<String> = seen.added.iter().cloned().collect();
+            assert_eq!(seen.added.len(), WRITES, "watch {i}: each write once");
+            assert_eq!(names, expected, "watch {i}");
+            assert!(
+                seen.revisions.windows(2).all(|w| w[0] < w[1]),
+                "watch {i}: in revision order"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_acknowledged_write_is_missing_after_etcd_is_killed_and_restarted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(etcd) = etcd(dir.path(), 0) else { return };
+        let port: u16 = etcd
+            .client_url()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
+        let (_cluster, client) = server(dir.path(), &etcd, &[]).await;
+        let from = list_revision(&client).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let watchers: Vec<_> = (0..5)
+            .map(|_| watcher(client.clone(), from, stop.clone()))
+            .collect();
+
+        let acknowledged = Arc::new(Mutex::new(Vec::new()));
+        let writing = Arc::new(AtomicBool::new(true));
+        let writer = {
+            let (client, acknowledged, writing) = (client.clone(), acknowledged.clone(), writing.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while writing.load(Ordering::Relaxed) {
+                    let name = format!("w-{i:05}");
+                    i += 1;
+                    let body = json!({"metadata": {"name": name}}).to_string();
+                    if let Ok(reply) = client.try_send(Method::POST, CONFIGMAPS, &[], Some(&body)).await
+                        && reply.status == StatusCode::CREATED
+                    {
+                        acknowledged.lock().expect("acknowledged").push(name);
+                    }
+                    // Pacing of the write loop.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        // Let writes land, kill etcd (SIGKILL), keep it down a while, start it again on its data.
+        eventually("writes are acknowledged", Duration::from_secs(30), || async {
+            (acknowledged.lock().expect("acknowledged").len() > 20).then_some(())
+        })
+        .await;
+        drop(etcd);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let etcd = tokio::task::spawn_blocking({
+            let dir = dir.path().to_owned();
+            move || EtcdProcess::start(&dir.join("etcd"), Ipv4Addr::LOCALHOST, port, None, false)
+        })
+        .await
+        .expect("join")
+        .expect("etcd restarts");
+        let after_restart = acknowledged.lock().expect("acknowledged").len();
+        eventually(
+            "writes are acknowledged again",
+            Duration::from_secs(30),
+            || async {
+                (acknowledged.lock().expect("acknowledged").len() > after_restart + 50).then_some(())
+            },
+        )
+        .await;
+        writing.store(false, Ordering::Relaxed);
+        writer.await.expect("writer");
+        let acknowledged: Vec<String> = acknowledged.lock().expect("acknowledged").clone();
+
+        for (i, seen) in watchers.iter().enumerate() {
+            let missing = eventually(
+                &format!("watch {i} sees every acknowledged write"),
+                Duration::from_secs(30),
+                || async {
+                    let seen = seen.lock().expect("seen");
+                    let names: BTreeSet<&String> = seen.added.iter().collect();
+                    let missing: Vec<&String> = acknowledged.iter().filter(|n| !names.contains(n)).collect();
+                    missing.is_empty().then_some(missing.len())
+                },
+            )
+            .await;
+            assert_eq!(missing, 0);
+            let seen = seen.lock().expect("seen");
+            assert!(
+                seen.revisions.windows(2).all(|w| w[0] < w[1]),
+                "watch {i}: in revision order"
+            );
+        }
+        let list = client.get(CONFIGMAPS).await;
+        assert_eq!(list.status, StatusCode::OK, "{}", list.text());
+        let listed: BTreeSet<String> = list.json()["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().expect("name").to_owned())
+            .collect();
+        let missing: Vec<&String> = acknowledged.iter().filter(|n| !listed.contains(*n)).collect();
+        assert!(missing.is_empty(), "missing from a consistent list: {missing:?}");
+        stop.store(true, Ordering::Relaxed);
+        drop(etcd);
+    }
+
+    /// Consistent lists (`resourceVersion` unset) under concurrent writes to ConfigMaps and to another
+    /// resource (which moves etcd's revision without a ConfigMap event): every list holds every
+    /// ConfigMap acknowledged before it was sent. On an etcd whose requested progress notifications
+    /// can overtake events (etcd-io/etcd#15220, before 3.4.25/3.5.8), a cache trusting them answered
+    /// lists without a write etcd had already acknowledged, and then dropped that write's event for
+    /// good (docs/decisions.md §21).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn consistent_lists_hold_every_write_acknowledged_before_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(etcd) = etcd(dir.path(), 0) else { return };
+        let (_cluster, client) = server(dir.path(), &etcd, &[]).await;
+        let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
+        let writing = Arc::new(AtomicBool::new(true));
+        let mut writers = Vec::new();
+        for w in 0..6 {
+            let (client, acknowledged, writing) = (client.clone(), acknowledged.clone(), writing.clone());
+            writers.push(tokio::spawn(async move {
+                let mut i = 0;
+                while writing.load(Ordering::Relaxed) {
+                    i += 1;
+                    let name = format!("w{w}-{i:05}");
+                    let body = json!({"metadata": {"name": name}}).to_string();
+                    // Odd writers write Secrets: etcd's revision moves on without a ConfigMap event.
+                    let path = if w % 2 == 0 {
+                        CONFIGMAPS
+                    } else {
+                        "/api/v1/namespaces/default/secrets"
+                    };
+                    let reply = client.post(path, &body).await;
+                    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+                    if w % 2 == 0 {
+                        acknowledged.lock().expect("acknowledged").insert(name);
+                    }
+                }
+            }));
+        }
+        let mut lists = 0;
+        let mut missing_total = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < deadline {
+            let before: BTreeSet<String> = acknowledged.lock().expect("acknowledged").clone();
+            let list = client.get(CONFIGMAPS).await;
+            assert_eq!(list.status, StatusCode::OK, "{}", list.text());
+            let listed: BTreeSet<String> = list.json()["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|item| item["metadata"]["name"].as_str().expect("name").to_owned())
+                .collect();
+            let missing: Vec<String> = before.difference(&listed).cloned().collect();
+            if !missing.is_empty() {
+                missing_total.push((lists, missing));
+            }
+            lists += 1;
+        }
+        writing.store(false, Ordering::Relaxed);
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        assert!(
+            missing_total.is_empty(),
+            "{} of {lists} consistent lists missed acknowledged writes: {missing_total:?}",
+            missing_total.len()
+        );
+    }
+
+    /// etcd's count of open watchers (`etcd_debugging_mvcc_watcher_total`).
+    async fn etcd_watchers(etcd: &EtcdProcess) -> u64 {
+        let url = format!("{}/metrics", etcd.client_url());
+        let body = tokio::task::spawn_blocking(move || {
+            let output = Command::new("curl")
+                .args(["-s", &url])
+                .output()
+                .expect("curl runs");
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        })
+        .await
+        .expect("join");
+        body.lines()
+            .find_map(|line| line.strip_prefix("etcd_debugging_mvcc_watcher_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .expect("etcd_debugging_mvcc_watcher_total") as u64
+    }
+
+    use std::process::Command;
+
+    /// Opens `count` ConfigMap watches and answers how many etcd watchers that added.
+    async fn etcd_watchers_for_watches(flags: &[&str], count: usize) -> u64 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let etcd = etcd(dir.path(), 0).expect("etcd");
+        let (_cluster, client) = server(dir.path(), &etcd, flags).await;
+        let from = list_revision(&client).await;
+        // The server's own watches (controllers) settle first: the same count five polls in a row.
+        let readings = Mutex::new(Vec::new());
+        let before = eventually(
+            "etcd's watcher count settles",
+            Duration::from_secs(30),
+            || async {
+                let reading = etcd_watchers(&etcd).await;
+                let mut readings = readings.lock().expect("readings");
+                readings.push(reading);
+                let last = &readings[readings.len().saturating_sub(5)..];
+                (last.len() == 5 && last.iter().all(|r| *r == reading)).then_some(reading)
+            },
+        )
+        .await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let watchers: Vec<_> = (0..count)
+            .map(|_| watcher(client.clone(), from, stop.clone()))
+            .collect();
+        let body = json!({"metadata": {"name": "probe"}}).to_string();
+        assert_eq!(client.post(CONFIGMAPS, &body).await.status, StatusCode::CREATED);
+        // Every watch is open on the server (and, without the cache, in etcd) once it saw the probe.
+        eventually("every watch sees the probe", Duration::from_secs(30), || async {
+            watchers
+                .iter()
+                .all(|seen| seen.lock().expect("seen").added.iter().any(|n| n == "probe"))
+                .then_some(())
+        })
+        .await;
+        let after = etcd_watchers(&etcd).await;
+        stop.store(true, Ordering::Relaxed);
+        after.saturating_sub(before)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn client_watches_share_one_etcd_watch_unless_the_cache_is_off() {
+        if !apiserver_fake::cluster::etcd_process::etcd_installed() {
+            crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+            return;
+        }
+        let cached = etcd_watchers_for_watches(&[], 20).await;
+        assert!(cached < 5, "20 client watches, {cached} more etcd watchers");
+        let off = etcd_watchers_for_watches(&["--watch-cache=false"], 20).await;
+        assert!(off >= 20, "--watch-cache=false: {off} more etcd watchers");
+        let sized_off =
+            etcd_watchers_for_watches(&["--watch-cache-sizes=configmaps#0,secrets#100"], 20).await;
+        assert!(sized_off >= 20, "configmaps#0: {sized_off} more etcd watchers");
+    }
+}
