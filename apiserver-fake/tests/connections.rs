@@ -1,7 +1,8 @@
 //! Keep-alive connections after errors, as Go's HTTP server keeps them, seen by a raw HTTP/1.1 client
 //! over TLS: after an answer that did not read the request body (401, 403, 413, 415, a proxied POST
-//! answered 503 because the peer is down) the next request on the same connection is answered, or the
-//! answer said `Connection: close`; a 100 MB POST with `Expect: 100-continue` gets upstream's 413.
+//! answered 503 because the peer is down — in-process and, with the `etcd` feature, on the built
+//! binary's processes) the next request on the same connection is answered, or the answer said
+//! `Connection: close`; a 100 MB POST with `Expect: 100-continue` gets upstream's 413.
 
 mod support;
 
@@ -390,6 +391,60 @@ async fn a_proxied_post_answered_503_keeps_the_connection() {
     cluster.stop_member(1, true).await.expect("b stops");
     let d = cluster.dir.clone();
     let (cert, key) = (d.join("admin.crt"), d.join("admin.key"));
+    let mut connection = Connection::open(&a_url, &d, Some((&cert, &key))).await;
+    let mut body = job("after-b");
+    body.push_str(&" ".repeat(64 * 1024));
+    let answer = connection
+        .request("POST", JOBS, "application/json", body.as_bytes())
+        .await
+        .expect("an answer");
+    assert_eq!(answer.code, 503, "{}", String::from_utf8_lossy(&answer.body));
+    for _ in 0..3 {
+        let next = connection
+            .request(
+                "GET",
+                "/api/v1/namespaces/default/configmaps",
+                "application/json",
+                b"",
+            )
+            .await
+            .expect("the next request on the connection is answered");
+        assert_eq!(next.code, 200);
+        let _ = next.json();
+    }
+}
+
+/// [`a_proxied_post_answered_503_keeps_the_connection`] with the servers as the built binary's own
+/// processes on etcd, as a control plane runs them: `b` is SIGKILLed (its identity lease outlives it, so
+/// `a` still routes Jobs to it), a POST through `a` gets the proxy's 503, and the next requests on that
+/// connection are answered. Needs the `etcd` feature and `etcd` on `PATH` (CI has both).
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_post_answered_503_keeps_the_connection_to_a_server_process() {
+    use apiserver_fake::cluster::process::{EtcdBackend, ProcessCluster};
+    if !support::etcd::etcd_on_path() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cluster = ProcessCluster::start(
+        Path::new(env!("CARGO_BIN_EXE_apiserver-fake")),
+        Some(dir.path().join("cluster")),
+        vec![
+            member("a", 1, "1.36", &["--runtime-config=batch/v1=false"]),
+            member("b", 2, "1.36", &[]),
+        ],
+        0,
+        EtcdBackend::Private,
+        "/registry",
+    )
+    .await
+    .expect("the cluster starts");
+    let d = cluster.dir().to_owned();
+    let (cert, key) = (d.join("admin.crt"), d.join("admin.key"));
+    let a_url = cluster.url("a").expect("a's url");
+    let a = support::TestClient::new(&a_url, &d.join("ca.crt"), Some((&cert, &key)));
+    support::wait_for_proxy(&a).await;
+    cluster.kill("b").await.expect("b is killed");
     let mut connection = Connection::open(&a_url, &d, Some((&cert, &key))).await;
     let mut body = job("after-b");
     body.push_str(&" ".repeat(64 * 1024));
