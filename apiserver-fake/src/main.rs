@@ -67,13 +67,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Start a demo cluster of fakes on loopback addresses, sharing one in-memory store.
+    /// Start a cluster of fakes on loopback addresses: the demo (one in-memory store), a preset or a
+    /// `--config` file (in-process, processes or containers; memory or etcd; a load balancer in front).
     Cluster(ClusterArgs),
     /// Roll a cluster of fakes from one Kubernetes minor to the next under client load and report what
     /// clients saw, with the Mixed Version Proxy and without.
     Upgrade(UpgradeArgs),
-    /// Run the controller manager (the namespace controller) against a cluster through a kubeconfig,
-    /// as kube-controller-manager runs beside kube-apiserver.
+    /// Run the controller manager (the namespace controller and the garbage collector) against a
+    /// cluster through a kubeconfig, as kube-controller-manager runs beside kube-apiserver.
     ControllerManager(ControllerManagerArgs),
     /// (internal, for `cluster`) Run a real kube-apiserver member in a host name of its own.
     #[command(hide = true)]

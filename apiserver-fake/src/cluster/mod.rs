@@ -71,8 +71,9 @@ pub struct ClusterArgs {
     /// the admin kubeconfigs and the demo token are in system:masters, which RBAC binds to cluster-admin).
     #[arg(long)]
     pub authorization_mode: Option<String>,
-    /// Do not run the controller manager (the namespace controller) against the cluster; namespaces
-    /// then stay `Terminating` until something finalizes them (e.g. `apiserver-fake controller-manager`).
+    /// Do not run the controller manager (the namespace controller and the garbage collector) against
+    /// the cluster; namespaces then stay `Terminating` until something finalizes them and dependents
+    /// stay after their owners are gone (e.g. until `apiserver-fake controller-manager` runs).
     #[arg(long)]
     pub no_controller_manager: bool,
 }

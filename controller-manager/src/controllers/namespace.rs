@@ -79,8 +79,8 @@ const CONDITIONS: [(&str, &str, &str); 5] = [
     ),
     (
         "NamespaceFinalizersRemaining",
-        "ContentRemoved",
-        "All content successfully removed",
+        "ContentHasNoFinalizers",
+        "All content-preserving finalizers finished",
     ),
 ];
 
@@ -404,8 +404,11 @@ impl NamespaceDeleter {
             failures.insert(
                 "NamespaceFinalizersRemaining",
                 (
-                    "SomeFinalizerRemain",
-                    format!("Some finalizers are remaining: {}", by_finalizer.join(", ")),
+                    "SomeFinalizersRemain",
+                    format!(
+                        "Some content in the namespace has finalizers remaining: {}",
+                        by_finalizer.join(", ")
+                    ),
                 ),
             );
         }
@@ -615,7 +618,7 @@ mod tests {
                 ),
                 ("NamespaceDeletionContentFailure", "False", "ContentDeleted"),
                 ("NamespaceContentRemaining", "True", "SomeResourcesRemain"),
-                ("NamespaceFinalizersRemaining", "False", "ContentRemoved"),
+                ("NamespaceFinalizersRemaining", "False", "ContentHasNoFinalizers"),
             ]
             .map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned()))
         );
