@@ -17,7 +17,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use support::demo::Demo;
 use support::https::HttpsServer;
-use support::{kubectl, kubectl_available};
+use support::{kubectl, kubectl_available, kubectl_eventually};
 
 /// The requests each path of the webhook server received (path → AdmissionReview requests).
 type Calls = Arc<Mutex<BTreeMap<String, Vec<Value>>>>;
@@ -174,20 +174,6 @@ fn apply(kubeconfig: &Path, dir: &Path, name: &str, manifest: &str) {
     std::fs::write(&file, manifest).expect("manifest");
     let (ok, out, err) = kubectl(kubeconfig, &["apply", "-f", &file.display().to_string()]);
     assert!(ok, "{out}{err}");
-}
-
-/// Runs kubectl until it succeeds (polling every 100 ms, for at most 30 s): a CRD is served shortly
-/// after it is created.
-fn kubectl_eventually(kubeconfig: &Path, args: &[&str]) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (ok, out, err) = kubectl(kubeconfig, args);
-        if ok {
-            return out;
-        }
-        assert!(Instant::now() < deadline, "kubectl {args:?}: {err}");
-        std::thread::sleep(Duration::from_millis(100)); // the poll interval
-    }
 }
 
 /// `kubectl create -f` of `manifest` written to `dir/name`; the directory reads `[dir]` in stderr.

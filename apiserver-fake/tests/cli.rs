@@ -18,11 +18,13 @@ fn run(args: &[&str]) -> (bool, String) {
 /// Waits (20 s at most) for the demo's `cluster.json` in `dir`, as a script would; returns its path.
 fn wait_for_manifest(dir: &std::path::Path) -> std::path::PathBuf {
     let manifest = dir.join("cluster.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !manifest.exists() {
-        assert!(std::time::Instant::now() < deadline, "cluster.json not written");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    kube_mvp_testing::eventually_blocking(
+        "cluster.json to be written",
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(20),
+        || manifest.exists().then_some(()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     manifest
 }
 
@@ -127,15 +129,14 @@ fn the_demo_cluster_starts_writes_its_manifest_and_stops_on_sigterm() {
         .status()
         .expect("kill");
     assert!(status.success());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        if let Some(exit) = child.try_wait().expect("wait") {
-            assert!(exit.success(), "graceful exit: {exit}");
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "did not stop on SIGTERM");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let exit = kube_mvp_testing::eventually_blocking(
+        "the cluster to stop on SIGTERM",
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(50),
+        || child.try_wait().expect("wait"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(exit.success(), "graceful exit: {exit}");
     assert!(
         !manifest.exists(),
         "a stopped cluster leaves no cluster.json behind"
@@ -303,19 +304,17 @@ fn version_starts_like_kube_apiservers_and_names_the_emulated_range() {
 /// Waits (60 s at most, polling every 20 ms) until the file at `path` has a line for which `wanted`
 /// holds; returns it.
 fn wait_for_line(path: &std::path::Path, wanted: impl Fn(&str) -> bool) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| wanted(l)) {
-            return line.to_owned();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no such line in {}:\n{text}",
-            path.display()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let what = format!("the line in {}", path.display());
+    kube_mvp_testing::eventually_blocking(
+        &what,
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(20),
+        || {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            text.lines().find(|l| wanted(l)).map(str::to_owned)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}:\n{}", std::fs::read_to_string(path).unwrap_or_default()))
 }
 
 /// Kills a child process when the test ends.

@@ -9,7 +9,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::demo::{Demo, server};
 use support::{kubectl, kubectl_available};
@@ -31,18 +31,20 @@ fn kubeconfigs(demo: &mut Demo, dir: &Path) -> (PathBuf, PathBuf) {
 
 /// Polls `kubectl get ns NAME` until it says NotFound.
 fn wait_until_namespace_is_gone(kubeconfig: &Path, name: &str) {
-    let deadline = Instant::now() + GONE_WITHIN;
-    loop {
-        let (found, _, err) = kubectl(kubeconfig, &["get", "namespace", name]);
-        if !found && err.contains("NotFound") {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "namespace {name} still there after {GONE_WITHIN:?}: {err}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    until_not_found(kubeconfig, &["get", "namespace", name]);
+}
+
+/// Polls `kubectl args` (every 200 ms, for [`GONE_WITHIN`] at most) until it says NotFound.
+fn until_not_found(kubeconfig: &Path, args: &[&str]) {
+    let mut last = String::new();
+    let what = format!("kubectl {args:?} to say NotFound");
+    kube_mvp_testing::eventually_blocking(&what, GONE_WITHIN, Duration::from_millis(200), || {
+        let (found, _, err) = kubectl(kubeconfig, args);
+        let gone = !found && err.contains("NotFound");
+        last = err;
+        gone.then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}; last: {last}"));
 }
 
 /// A namespace holding a Job (batch/v1: only `b` serves it) and a ConfigMap, made through `b`.
@@ -213,18 +215,8 @@ fn controller_manager_serves_metrics_on_its_secure_port_with_its_flags() {
     .expect("manifest");
     let (ok, out, err) = kubectl(&b, &["create", "-f", orphan.to_str().expect("utf-8")]);
     assert!(ok, "{out}{err}");
-    let deadline = Instant::now() + GONE_WITHIN;
-    loop {
-        let (found, _, err) = kubectl(&b, &["get", "configmap", "orphan"]);
-        if !found && err.contains("NotFound") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the dangling dependent is still there: {err}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // The dangling dependent goes.
+    until_not_found(&b, &["get", "configmap", "orphan"]);
 
     let (code, body) = curl(&address, "/metrics");
     assert_eq!(code, "200", "{body}");

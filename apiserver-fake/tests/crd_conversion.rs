@@ -10,13 +10,12 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 use support::demo::{Demo, admin, server};
 use support::https::HttpsServer;
-use support::{kubectl, kubectl_available, kubectl_ok};
+use support::{kubectl, kubectl_available, kubectl_eventually, kubectl_ok};
 
 /// The ConversionReview requests the webhook received.
 type Calls = Arc<Mutex<Vec<Value>>>;
@@ -191,20 +190,6 @@ fn apply(kubeconfig: &Path, dir: &Path, name: &str, manifest: &str) -> String {
     let file = dir.join(name);
     std::fs::write(&file, manifest).expect("manifest");
     kubectl_ok(kubeconfig, &["apply", "-f", &file.display().to_string()])
-}
-
-/// Runs kubectl until it succeeds (polling every 100 ms, for at most 30 s): a CRD is served shortly
-/// after it is created.
-fn kubectl_eventually(kubeconfig: &Path, args: &[&str]) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (ok, out, err) = kubectl(kubeconfig, args);
-        if ok {
-            return out;
-        }
-        assert!(Instant::now() < deadline, "kubectl {args:?}: {err}");
-        std::thread::sleep(Duration::from_millis(100)); // the poll interval
-    }
 }
 
 fn get_json(kubeconfig: &Path, args: &[&str]) -> Value {

@@ -4,7 +4,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::demo::{Demo, server};
 use support::{kubectl, kubectl_available};
@@ -19,19 +19,14 @@ fn fixture(name: &str) -> String {
 
 /// Polls `kubectl get <resource>` until the API serves it (discovery follows the CRD).
 fn wait_until_served(kubeconfig: &Path, resource: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let mut last = String::new();
+    let what = format!("{resource} to be served");
+    kube_mvp_testing::eventually_blocking(&what, Duration::from_secs(30), Duration::from_millis(50), || {
         let (served, _, err) = kubectl(kubeconfig, &["get", resource]);
-        if served {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{resource} not served within 30 s: {err}"
-        );
-        // Poll interval.
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        last = err;
+        served.then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}: {last}"));
 }
 
 #[test]

@@ -30,7 +30,7 @@ mod with_etcd {
     use serde_json::Value;
     use tokio::time::Instant;
 
-    use crate::support::{JOBS, TestClient, job, member};
+    use crate::support::{JOBS, TestClient, eventually, job, member};
 
     const FAST: &[&str] = &[
         "--identity-lease-renew-interval-seconds=1",
@@ -110,24 +110,14 @@ mod with_etcd {
     /// Lists Jobs through `a` until 20 answers in a row are 200, for at most `within`; returns every
     /// failure seen before that. Panics when the cluster does not settle in time.
     async fn until_steady(client: &TestClient, within: Duration) -> Vec<(u16, String)> {
-        let deadline = Instant::now() + within;
-        let mut failures = Vec::new();
-        let mut in_a_row = 0;
-        while in_a_row < 20 {
-            assert!(
-                Instant::now() < deadline,
-                "not steadily served within {within:?}; failures: {failures:?}"
-            );
+        kube_mvp_testing::until_steady("Jobs listed through a", 20, within, || async {
             match list_jobs(client).await {
-                Outcome::Ok => in_a_row += 1,
-                Outcome::Failed(code, body) => {
-                    in_a_row = 0;
-                    failures.push((code, body));
-                }
+                Outcome::Ok => Ok(()),
+                Outcome::Failed(code, body) => Err((code, body)),
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        failures
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn refused(body: &str) -> bool {
@@ -219,15 +209,15 @@ mod with_etcd {
 
         cluster.resume("b").unwrap();
         let b = client(&cluster, "b");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let ready = b.try_send(Method::GET, "/readyz", &[], None).await;
-            if ready.is_ok_and(|r| r.status == StatusCode::OK) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "b serves again after SIGCONT");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(
+            "b to serve again after SIGCONT",
+            Duration::from_secs(10),
+            || async {
+                let ready = b.try_send(Method::GET, "/readyz", &[], None).await;
+                ready.is_ok_and(|r| r.status == StatusCode::OK).then_some(())
+            },
+        )
+        .await;
         assert!(
             until_steady(&a, Duration::from_secs(10))
                 .await
@@ -336,21 +326,11 @@ mod with_etcd {
 
     /// Waits until the load's last `n` answers are all successes, or panics after `within`.
     async fn until_load_succeeds(log: &Log, n: usize, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let steady = {
-                let log = log.lock().unwrap();
-                log.len() >= n && log[log.len() - n..].iter().all(|(_, _, o)| *o == Outcome::Ok)
-            };
-            if steady {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the load did not succeed again within {within:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually("the load to succeed again", within, || async {
+            let log = log.lock().unwrap();
+            (log.len() >= n && log[log.len() - n..].iter().all(|(_, _, o)| *o == Outcome::Ok)).then_some(())
+        })
+        .await;
     }
 
     /// Issue 24's probe, as an operator's crash loop causes it: `b`, the only server of Jobs, is
@@ -388,13 +368,16 @@ mod with_etcd {
             cluster.kill("b").await.unwrap();
             if r.is_multiple_of(2) {
                 let seen = log.lock().unwrap().len();
-                let deadline = Instant::now() + Duration::from_secs(15);
-                while !log.lock().unwrap()[seen..].iter().any(|(_, _, o)| {
-                    matches!(o, Outcome::Failed(503, body) if body.contains("Error getting ip and port info"))
-                }) {
-                    assert!(Instant::now() < deadline, "round {r}: b's endpoint record never lapsed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                let what = format!("round {r}: b's endpoint record to lapse");
+                eventually(&what, Duration::from_secs(15), || async {
+                    log.lock().unwrap()[seen..]
+                        .iter()
+                        .any(|(_, _, o)| {
+                            matches!(o, Outcome::Failed(503, body) if body.contains("Error getting ip and port info"))
+                        })
+                        .then_some(())
+                })
+                .await;
             }
             cluster.restart("b", None).await.unwrap();
             until_load_succeeds(&log, 10, Duration::from_secs(15)).await;

@@ -9,7 +9,7 @@
 mod support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -39,18 +39,13 @@ fn slice_addresses(kubeconfig: &Path) -> Option<Vec<String>> {
 
 /// Polls until the slice lists exactly `want`, failing after `within`.
 fn wait_for(kubeconfig: &Path, want: &[&str], within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let got = slice_addresses(kubeconfig);
-        if got.as_deref().is_some_and(|g| g == want) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the kubernetes EndpointSlice lists {got:?}, not {want:?}, after {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut got = None;
+    let what = format!("the kubernetes EndpointSlice to list {want:?}");
+    kube_mvp_testing::eventually_blocking(&what, within, Duration::from_millis(200), || {
+        got = slice_addresses(kubeconfig);
+        got.as_deref().is_some_and(|g| g == want).then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}; it lists {got:?}"));
 }
 
 fn pid_of(manifest: &serde_json::Value, name: &str) -> Pid {

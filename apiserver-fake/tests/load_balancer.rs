@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apiserver_fake::cluster::load_balancer::embedded::EmbeddedBalancer;
 use apiserver_fake::cluster::load_balancer::haproxy::{self, HaproxyBalancer};
@@ -155,21 +155,18 @@ async fn the_controller_manager_reaches_every_server_through_the_balancer() {
     let mut demo = Demo::start(dir.path(), &["--config", config.as_str()]);
     let manifest = demo.wait_for_manifest(dir.path());
     let servers = manifest["servers"].as_array().expect("servers").clone();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut counts = Vec::new();
-        for s in &servers {
-            counts.push(resource_requests(dir.path(), s).await);
-        }
-        if counts.iter().all(|n| *n > 0) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the controller manager's requests per server after 30 s: {counts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    support::eventually(
+        "the controller manager's requests to reach every server",
+        Duration::from_secs(30),
+        || async {
+            let mut counts = Vec::new();
+            for s in &servers {
+                counts.push(resource_requests(dir.path(), s).await);
+            }
+            counts.iter().all(|n| *n > 0).then_some(())
+        },
+    )
+    .await;
     drop(demo);
 }
 
@@ -230,18 +227,15 @@ impl Balancer {
     }
 
     async fn wait_for_status(&self, name: &str, status: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
+        let what = format!("{name} to be {status}");
+        support::eventually(&what, Duration::from_secs(15), || async {
             let stats = self.stats().await;
-            if stats.iter().any(|s| s.name == name && s.status == status) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} not {status} within 15 s: {stats:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            stats
+                .iter()
+                .any(|s| s.name == name && s.status == status)
+                .then_some(())
+        })
+        .await;
     }
 
     async fn connections(&self) -> Vec<u64> {
@@ -415,11 +409,11 @@ fn a_process_cluster_from_a_config_file_skips_a_stalled_server() {
     kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
     // Eventually (once the balancer's checks fail) six requests in a row succeed, each in time
     // (ConfigMaps: served by every server itself, so only the balancer decides who answers).
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut streak = 0;
     while streak < 6 {
         assert!(
-            Instant::now() < deadline,
+            std::time::Instant::now() < deadline,
             "requests kept reaching the stalled server"
         );
         let (ok, _, _) = kubectl(&kubeconfig, &["get", "configmaps", "--request-timeout=3s"]);

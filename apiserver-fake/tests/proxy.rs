@@ -265,8 +265,20 @@ async fn a_proxy_certificate_with_a_disallowed_cn_is_rejected_by_the_peer() {
     .unwrap();
     let a = TestClient::admin(&cluster, 0);
     // b rejects a's front-proxy identity, so a cannot even fetch b's discovery as system:apiserver:
-    // b answers 401 and a learns nothing about batch/v1.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // b answers 401 and a learns nothing about batch/v1. First the proof that a tried: its fetch of
+    // b's discovery failed.
+    eventually(
+        "a's attempt to fetch b's discovery to fail",
+        Duration::from_secs(10),
+        || async {
+            a.get("/metrics")
+                .await
+                .text()
+                .contains("apiserver_peer_discovery_sync_errors_total{type=\"fetch_discovery\"}")
+                .then_some(())
+        },
+    )
+    .await;
     let reply = a.get(JOBS).await;
     assert_ne!(reply.status, StatusCode::OK);
     let log = cluster.servers[1].1.state().requests.snapshot();
@@ -372,19 +384,20 @@ async fn over_max_requests_inflight_gets_429_except_for_system_masters() {
         Some((&cert, &key)),
     );
     let _hole = hang_peer(&cluster).await;
-    // Jane's proxied list hangs on the peer and holds a's only read-only slot until it times out.
+    // Jane's proxied list hangs on the peer and holds a's only read-only slot until it times out
+    // (seen from outside: her next request is refused).
     let hung = tokio::spawn({
         let jane = jane.clone();
         async move { jane.get(JOBS).await.status }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let refused = jane.get("/api/v1/namespaces").await;
-    assert_eq!(
-        refused.status,
-        StatusCode::TOO_MANY_REQUESTS,
-        "{}",
-        refused.text()
-    );
+    let refused = eventually("jane's list to hold the slot", Duration::from_secs(2), || {
+        let jane = jane.clone();
+        async move {
+            let reply = jane.get("/api/v1/namespaces").await;
+            (reply.status == StatusCode::TOO_MANY_REQUESTS).then_some(reply)
+        }
+    })
+    .await;
     assert_eq!(refused.headers["retry-after"], "1");
     assert_eq!(refused.text(), "Too many requests, please try again later.\n");
     assert_eq!(

@@ -242,9 +242,8 @@ fn an_upgrade_of_processes_on_etcd_shows_false_404s_only_without_the_proxy() {
 /// whose exit status is in the report.
 #[test]
 fn exec_runs_the_users_program_through_the_load_balancer_in_each_run() {
-    let kubectl = Command::new("kubectl").args(["version", "--client"]).output();
-    if !kubectl.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: this test needs kubectl on PATH");
+    // The shared harness's check: kubectl 1.28 or newer, or it says why the test is skipped.
+    if kube_mvp_testing::Kubectl::find().is_none() {
         return;
     }
     let out = tempfile::tempdir().expect("tempdir");
@@ -299,9 +298,8 @@ fn exec_of_a_missing_program_is_a_one_line_error_before_anything_starts() {
 /// the proxy, and none of the simulator's own requests.
 #[test]
 fn exec_reports_what_the_programs_own_requests_got_by_user_agent() {
-    let kubectl = Command::new("kubectl").args(["version", "--client"]).output();
-    if !kubectl.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: this test needs kubectl on PATH");
+    // The shared harness's check: kubectl 1.28 or newer, or it says why the test is skipped.
+    if kube_mvp_testing::Kubectl::find().is_none() {
         return;
     }
     let out = tempfile::tempdir().expect("tempdir");

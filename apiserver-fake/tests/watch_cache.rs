@@ -265,7 +265,12 @@ mod with_etcd {
         })
         .await;
         drop(etcd);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Down until the server has noticed: its /readyz fails on the etcd check.
+        eventually("the server to see etcd down", Duration::from_secs(10), || async {
+            let ready = client.try_send(Method::GET, "/readyz", &[], None).await;
+            ready.is_ok_and(|r| r.status != StatusCode::OK).then_some(())
+        })
+        .await;
         let etcd = tokio::task::spawn_blocking({
             let dir = dir.path().to_owned();
             move || EtcdProcess::start(&dir.join("etcd"), Ipv4Addr::LOCALHOST, port, None, false)

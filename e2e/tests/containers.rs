@@ -80,32 +80,16 @@ mod with_docker {
     /// Lists Jobs through `client` until 20 answers in a row are 200, for at most `within`;
     /// returns the status codes of the failures before that.
     async fn until_steady(client: &HttpsClient, within: Duration) -> Vec<(u16, String)> {
-        let deadline = Instant::now() + within;
-        let mut failures = Vec::new();
-        let mut in_a_row = 0;
-        while in_a_row < 20 {
-            assert!(
-                Instant::now() < deadline,
-                "not steadily served within {within:?}; failures: {failures:?}"
-            );
+        kube_mvp_testing::until_steady("Jobs listed through a", 20, within, || async {
             match tokio::time::timeout(Duration::from_secs(10), client.get(JOBS)).await {
-                Ok(Ok(reply)) if reply.code() == 200 => in_a_row += 1,
-                Ok(Ok(reply)) => {
-                    in_a_row = 0;
-                    failures.push((reply.code(), reply.raw_text()));
-                }
-                Ok(Err(err)) => {
-                    in_a_row = 0;
-                    failures.push((0, err.to_string()));
-                }
-                Err(_) => {
-                    in_a_row = 0;
-                    failures.push((0, "no answer within 10 s".to_owned()));
-                }
+                Ok(Ok(reply)) if reply.code() == 200 => Ok(()),
+                Ok(Ok(reply)) => Err((reply.code(), reply.raw_text())),
+                Ok(Err(err)) => Err((0, err.to_string())),
+                Err(_) => Err((0, "no answer within 10 s".to_owned())),
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        failures
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A proxied request that failed because its peer vanished: 503 with Go's dial error text, or

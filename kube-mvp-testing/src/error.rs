@@ -70,6 +70,16 @@ pub enum Error {
         /// The deadline in whole seconds.
         seconds: u64,
     },
+    /// A probe did not succeed often enough in a row before the deadline ([`crate::until_steady`]).
+    #[error("not steady within {seconds}s: {what}; failures: {failures}")]
+    NotSteady {
+        /// What was probed.
+        what: String,
+        /// The deadline in whole seconds.
+        seconds: u64,
+        /// The failures seen, in order (their `Debug` form).
+        failures: String,
+    },
     /// kubectl could not be run.
     #[error("kubectl: {0}")]
     Kubectl(String),

@@ -1,7 +1,8 @@
 //! Test fixture for Kubernetes clients and controllers: a cluster of fake kube-apiservers of mixed
 //! versions (a control plane in the middle of an upgrade, with the Mixed Version Proxy of KEP-4020),
 //! behind a load balancer, with a kube-rs [`kube::Client`] and `kubectl` per server, faults, and
-//! [`eventually()`] to wait for what a client can see instead of sleeping.
+//! [`eventually()`] to wait for what a client can see instead of sleeping ([`until_steady()`] to wait
+//! for a run of successes after a fault).
 //!
 //! ```no_run
 //! use kube::api::{Api, ListParams};
@@ -39,5 +40,5 @@ pub mod kubectl;
 pub use builder::{ClusterBuilder, LoadBalancer, Run, ServerBuilder, Store};
 pub use cluster::{Balancer, Cluster, Server};
 pub use error::{Error, Result};
-pub use eventually::eventually;
+pub use eventually::{eventually, eventually_blocking, until_steady};
 pub use kubectl::{Kubectl, KubectlOutput};

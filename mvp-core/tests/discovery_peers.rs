@@ -83,14 +83,14 @@ async fn answer(layer: &MvpLayer, group: &str) -> String {
     String::from_utf8(body.to_vec()).unwrap()
 }
 
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("timed out waiting until {what}");
+/// The shared harness's [`kube_mvp_testing::eventually`] over a yes/no check, for at most 5 s.
+async fn eventually(what: &str, check: impl AsyncFn() -> bool) {
+    let check = &check;
+    kube_mvp_testing::eventually(what, Duration::from_secs(5), move || async move {
+        check().await.then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn known(peers: &DiscoveryPeers) -> Vec<PeerRun> {

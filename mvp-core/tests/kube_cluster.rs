@@ -4,35 +4,32 @@
 #[path = "../examples/support/demo.rs"]
 mod demo;
 
-use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use kube_mvp_testing::Kubectl;
 use mvp_core::cluster::ObjectRef;
 use mvp_core::{ClusterApi, ClusterError, IdentityLease, IdentityLeaseTask, KubeCluster};
 use serde_json::Value;
 
 /// kubectl's view of the lease `name` in kube-system: `None` when it does not exist.
 fn kubectl_lease(demo: &demo::Demo, name: &str) -> Option<Value> {
-    let output = Command::new("kubectl")
-        .args([
-            "--kubeconfig",
-            &demo.path("b.kubeconfig"),
+    let kubeconfig = std::path::PathBuf::from(demo.path("b.kubeconfig"));
+    let scratch = kubeconfig.parent().expect("the demo's directory").to_owned();
+    let output = Kubectl::new(kube_mvp_testing::kubectl::binary(), kubeconfig, &scratch)
+        .run_blocking(&[
             "get",
             "lease",
             "-n",
             "kube-system",
             name,
+            "-o",
+            "json",
+            "--ignore-not-found",
         ])
-        .args(["-o", "json", "--ignore-not-found"])
-        .output()
         .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (!output.stdout.is_empty()).then(|| serde_json::from_slice(&output.stdout).expect("kubectl prints JSON"))
+    assert!(output.success, "kubectl failed: {}", output.stderr);
+    (!output.stdout.is_empty()).then(|| serde_json::from_str(&output.stdout).expect("kubectl prints JSON"))
 }
 
 /// Polls kubectl until `done` holds for the lease (or its absence), for at most 20 s.
@@ -42,18 +39,13 @@ async fn wait_for_lease(
     what: &str,
     done: impl Fn(Option<&Value>) -> bool,
 ) -> Option<Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let done = &done;
+    kube_mvp_testing::eventually(what, Duration::from_secs(20), move || async move {
         let lease = kubectl_lease(demo, name);
-        if done(lease.as_ref()) {
-            return lease;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within 20 s; last seen {lease:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await; // poll interval
-    }
+        done(lease.as_ref()).then_some(lease)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; last seen {:?}", kubectl_lease(demo, name)))
 }
 
 async fn cluster(demo: &demo::Demo) -> Arc<dyn ClusterApi> {
@@ -64,17 +56,10 @@ async fn cluster(demo: &demo::Demo) -> Arc<dyn ClusterApi> {
     Arc::new(KubeCluster::new(kube::Client::try_from(config).unwrap()))
 }
 
-fn kubectl_available() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn identity_lease_is_created_renewed_and_deleted_on_stop_through_kube_rs() {
-    if !kubectl_available() {
-        eprintln!("skipped: no kubectl on the PATH");
+    // kubectl 1.28 or newer, or the shared harness says why the test is skipped.
+    if Kubectl::find().is_none() {
         return;
     }
     let _ = rustls::crypto::ring::default_provider().install_default();

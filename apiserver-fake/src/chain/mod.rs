@@ -37,6 +37,8 @@ pub(crate) mod inflight;
 pub(crate) mod rbac;
 pub(crate) mod request_log;
 pub(crate) mod routing;
+#[cfg(test)]
+mod tests;
 pub(crate) mod unread_body;
 pub(crate) mod x509_v1;
 

@@ -678,3 +678,59 @@ impl Controllers<'_> {
         .keep_on_stop()
     }
 }
+
+#[cfg(test)]
+impl ServerState {
+    /// A server's state as [`start`] builds it, on a fresh in-memory store and without a listener, TLS,
+    /// background controllers or proxy, for in-memory tests of the handler chain: `args` are the
+    /// server's flags (dummy serving-certificate paths are added; nothing reads them). Returns the state
+    /// and its authenticator, what [`crate::chain::handler_chain`] takes.
+    pub(crate) async fn for_test(args: &[&str]) -> (Arc<Self>, Arc<Authenticator>) {
+        let mut words = vec!["--tls-cert-file=unused.crt", "--tls-private-key-file=unused.key"];
+        words.extend_from_slice(args);
+        let flags = crate::server::config::ServerFlags::from_args(words).expect("test flags parse");
+        let options = flags.validate().expect("test flags are valid");
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
+        seed_store(&options, store.as_ref()).await.expect("store seeds");
+        let authenticator = Arc::new(
+            Authenticator::new(&options.flags.authentication(), options.binary_version)
+                .expect("authenticator builds"),
+        );
+        let builtin = ServedApis::builtin(
+            options.emulated_version,
+            &options.runtime_config,
+            &options.feature_gates,
+        )
+        .expect("built-in APIs");
+        let (_, served) = watch::channel(Arc::new(builtin));
+        let local_addr = SocketAddr::from(([127, 0, 0, 1], 6443));
+        let discovery = DiscoveryContext::new(
+            options.emulated_version,
+            options.feature_gates.clone(),
+            local_addr.to_string(),
+        );
+        let (inflight, flow_control) = concurrency_limits(&options);
+        let rbac = options.authorizer.rbac().cloned().unwrap_or_default();
+        let state = Arc::new(ServerState {
+            proxy: None,
+            discovery,
+            openapi: Default::default(),
+            metrics: ServerMetrics::new(),
+            server_id: "kube-apiserver-test".to_owned(),
+            holder_identity: "kube-apiserver-test_0".to_owned(),
+            options,
+            store,
+            served,
+            ready: Arc::default(),
+            peer_endpoint_published: Arc::default(),
+            inflight,
+            flow_control,
+            requests: Default::default(),
+            audit: None,
+            local_addr,
+            rbac,
+            authenticator: authenticator.clone(),
+        });
+        (state, authenticator)
+    }
+}

@@ -52,6 +52,24 @@ pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
     stdout
 }
 
+/// Runs [`kubectl`] until it succeeds (polling every 100 ms, for at most 30 s), as after creating a
+/// CRD, which is served shortly afterwards: its stdout (a timeout panics with the last stderr).
+pub fn kubectl_eventually(kubeconfig: &Path, args: &[&str]) -> String {
+    let mut last = String::new();
+    let what = format!("kubectl {args:?} to succeed");
+    kube_mvp_testing::eventually_blocking(
+        &what,
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(100),
+        || {
+            let (ok, out, err) = kubectl(kubeconfig, args);
+            last = err;
+            ok.then_some(out)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}: {last}"))
+}
+
 /// A member on 127.0.0.`octet` with extra flags.
 pub fn member(name: &str, octet: u8, version: &str, flags: &[&str]) -> MemberSpec {
     MemberSpec {
