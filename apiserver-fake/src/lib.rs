@@ -50,6 +50,8 @@
 //! inspect), [`protobuf`] and [`go_duration`]. Every other module is `pub(crate)`, so the compiler
 //! reports its dead code.
 
+#![warn(unreachable_pub)]
+
 pub mod api;
 pub mod cel;
 pub mod chain;
