@@ -33,6 +33,7 @@
 //! let _intruder = pki.issue_client_cert(Issuer::FrontProxyCa, "not-allowed", &["devs"])?;
 //! # Ok(()) }
 //! ```
+#![warn(unreachable_pub)]
 
 mod authority;
 mod error;

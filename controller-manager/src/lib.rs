@@ -28,6 +28,7 @@
 //! cancel.cancel();
 //! # Ok(()) }
 //! ```
+#![warn(unreachable_pub)]
 
 pub mod controllers;
 pub mod discovery;

@@ -48,6 +48,7 @@
 //! [`kube_mvp_testing`]), [`python`] (the official Python client, optional), [`eventually()`] (polling
 //! with deadlines, from [`kube_mvp_testing`]).
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod client;
 pub mod cluster;

@@ -29,6 +29,7 @@
 //! returns once `cluster.json` is written, when every server is ready and every proxy knows its peers.
 //! Faults: [`Cluster::kill`], [`Cluster::pause`] and [`Cluster::resume`] on process servers.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod binary;
 pub mod builder;

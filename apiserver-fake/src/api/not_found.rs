@@ -4,7 +4,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
 /// Go's `http.NotFound`, which kube-apiserver answers for paths nothing serves.
-pub fn not_found() -> Response {
+pub(crate) fn not_found() -> Response {
     let mut response = (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -17,7 +17,7 @@ pub fn not_found() -> Response {
 }
 
 /// [`not_found`] for handlers that build `Response<Bytes>`.
-pub fn not_found_bytes() -> http::Response<bytes::Bytes> {
+pub(crate) fn not_found_bytes() -> http::Response<bytes::Bytes> {
     let mut response = http::Response::new(bytes::Bytes::from_static(b"404 page not found\n"));
     *response.status_mut() = StatusCode::NOT_FOUND;
     let headers = response.headers_mut();

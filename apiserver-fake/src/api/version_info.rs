@@ -8,7 +8,7 @@ use crate::api::catalog::KubeVersion;
 ///
 /// From 1.33 kube-apiserver also reports its emulation and minimum compatibility versions (the
 /// compatibility version is one minor below the emulated one); older servers do not.
-pub fn version_info(binary: KubeVersion, emulated: KubeVersion) -> Value {
+pub(crate) fn version_info(binary: KubeVersion, emulated: KubeVersion) -> Value {
     let mut info = Map::new();
     info.insert("major".into(), json!(binary.major.to_string()));
     info.insert("minor".into(), json!(binary.minor.to_string()));

@@ -15,7 +15,7 @@ use crate::api::rest::object::check_type_meta;
 use crate::api::rest::read_body;
 
 /// Whether the request is `create selfsubjectreviews` in `authentication.k8s.io` (any version).
-pub fn is_self_subject_review(info: &RequestInfo) -> bool {
+pub(crate) fn is_self_subject_review(info: &RequestInfo) -> bool {
     info.api_group == "authentication.k8s.io"
         && info.resource == "selfsubjectreviews"
         && info.verb == "create"
@@ -25,7 +25,12 @@ pub fn is_self_subject_review(info: &RequestInfo) -> bool {
 /// `SelfSubjectReview` as any create's body must (upstream's create handler decodes it before the
 /// registry answers: 400 for what is not a JSON, YAML or protobuf object, or of another kind or
 /// version; 415 for another media type).
-pub async fn self_subject_review(info: &RequestInfo, user: &UserInfo, parts: &Parts, body: Body) -> Response {
+pub(crate) async fn self_subject_review(
+    info: &RequestInfo,
+    user: &UserInfo,
+    parts: &Parts,
+    body: Body,
+) -> Response {
     let api_version = format!("authentication.k8s.io/{}", info.api_version);
     let decoded = match read_body(body).await {
         Ok(body) => decode_body(&parts.headers, &body, false),

@@ -10,14 +10,14 @@
 //! quadratically for `self.all(x, self.all(y, …))`, so the rules upstream stops are stopped here too.
 
 /// `celconfig.PerCallLimit`: the most one evaluation may cost.
-pub const PER_CALL_LIMIT: u64 = 1_000_000;
+pub(crate) const PER_CALL_LIMIT: u64 = 1_000_000;
 
 /// `celconfig.RuntimeCELCostBudget`: the most all the rules of one custom resource may cost.
-pub const RUNTIME_CEL_COST_BUDGET: u64 = 10_000_000;
+pub(crate) const RUNTIME_CEL_COST_BUDGET: u64 = 10_000_000;
 
 /// The estimated cost of evaluating an expression of `expression_nodes` AST nodes whose comprehensions
 /// nest `comprehension_depth` deep, over data of `data_size` JSON values.
-pub fn estimate(expression_nodes: u64, comprehension_depth: u32, data_size: u64) -> u64 {
+pub(crate) fn estimate(expression_nodes: u64, comprehension_depth: u32, data_size: u64) -> u64 {
     if comprehension_depth == 0 {
         return expression_nodes;
     }

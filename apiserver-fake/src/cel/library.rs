@@ -26,7 +26,7 @@ use cel::{Env, ExecutionError, Value};
 type Overload = for<'b, 'v> fn(Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError>;
 
 /// The environment (see the module docs).
-pub fn environment() -> Env {
+pub(crate) fn environment() -> Env {
     let mut env = Env::stdlib();
     let member_overloads: [(
         &str,

@@ -50,7 +50,7 @@ impl Opaque for Cidr {
 
 /// An address as upstream's `parseIPAddr` accepts it: Go's `netip.ParseAddr` (whose IPv4 form has no
 /// leading zeros, as Rust's), no zone, not IPv4-mapped IPv6.
-pub fn parse_ip(text: &str) -> Option<IpAddr> {
+pub(crate) fn parse_ip(text: &str) -> Option<IpAddr> {
     let address: IpAddr = text.parse().ok()?;
     match address {
         IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => None,
@@ -60,7 +60,7 @@ pub fn parse_ip(text: &str) -> Option<IpAddr> {
 
 /// `netip.ParsePrefix`: an address, `/`, and a decimal prefix length without leading zeros within the
 /// address's size.
-pub fn parse_cidr(text: &str) -> Option<(IpAddr, u8)> {
+pub(crate) fn parse_cidr(text: &str) -> Option<(IpAddr, u8)> {
     let (address, bits) = text.split_once('/')?;
     let address = parse_ip(address)?;
     let digits = !bits.is_empty() && bits.bytes().all(|b| b.is_ascii_digit());
@@ -285,7 +285,7 @@ fn prefix_length<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Ex
 type Overload = for<'b, 'v> fn(Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError>;
 
 /// Adds `ip()`, `cidr()`, `ip.isCanonical()` and the methods to `env`.
-pub fn add(env: &mut Env) {
+pub(crate) fn add(env: &mut Env) {
     let (ip, cidr) = (IP_TYPE, CIDR_TYPE);
     for name in [ip, cidr] {
         if let Err(error) = env.add_type(Type::new_opaque_type(name)) {

@@ -19,10 +19,10 @@ use cel::common::value::{CowVal, Val};
 use cel::{Env, ExecutionError, StructType, Value};
 
 /// The name of the root apply-configuration type.
-pub const OBJECT: &str = "Object";
+pub(crate) const OBJECT: &str = "Object";
 
 /// The name of the JSON Patch operation type.
-pub const JSON_PATCH: &str = "JSONPatch";
+pub(crate) const JSON_PATCH: &str = "JSONPatch";
 
 /// An `Object…` type: constructs a map of its fields.
 struct ObjectType {
@@ -104,7 +104,7 @@ fn go_type(value: &Value) -> &'static str {
 }
 
 /// Adds `JSONPatch` and `jsonpatch.escapeKey` to `env` (upstream's JSON Patch library).
-pub fn add_json_patch(env: &mut Env) {
+pub(crate) fn add_json_patch(env: &mut Env) {
     if let Err(error) = env.add_type(JsonPatchType {
         ty: Type::new_struct(JSON_PATCH.to_owned()),
     }) {
@@ -135,7 +135,7 @@ fn escape_key<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
 }
 
 /// Whether `name` is one of upstream's dynamic apply-configuration types.
-pub fn is_object_type(name: &str) -> bool {
+pub(crate) fn is_object_type(name: &str) -> bool {
     name == OBJECT
         || name
             .strip_prefix(OBJECT)
@@ -144,7 +144,7 @@ pub fn is_object_type(name: &str) -> bool {
 
 /// The environment for an expression constructing the `Object…` types `names`: `base()` with them
 /// registered.
-pub fn environment_for(names: &[String], base: impl FnOnce() -> Env) -> Env {
+pub(crate) fn environment_for(names: &[String], base: impl FnOnce() -> Env) -> Env {
     let mut env = base();
     for name in names {
         if let Err(error) = env.add_type(ObjectType {
@@ -162,7 +162,7 @@ const CACHED_ENVIRONMENTS: usize = 256;
 
 /// [`environment_for`], built once per set of names: building an environment registers the whole
 /// library, which costs more than evaluating a mutation.
-pub fn cached_environment_for(names: &[String], base: fn() -> Env) -> std::sync::Arc<Env> {
+pub(crate) fn cached_environment_for(names: &[String], base: fn() -> Env) -> std::sync::Arc<Env> {
     use std::sync::{Arc, LazyLock, Mutex};
     static CACHE: LazyLock<Mutex<HashMap<Vec<String>, Arc<Env>>>> = LazyLock::new(Default::default);
     let mut key = names.to_vec();
@@ -181,7 +181,7 @@ pub fn cached_environment_for(names: &[String], base: fn() -> Env) -> std::sync:
 }
 
 /// The `Object…` struct names `root` constructs, without duplicates.
-pub fn object_types(root: &cel::IdedExpr) -> Vec<String> {
+pub(crate) fn object_types(root: &cel::IdedExpr) -> Vec<String> {
     let mut names = Vec::new();
     visit(root, &mut |expr| {
         if let Expr::Struct(s) = &expr.expr
@@ -231,7 +231,7 @@ fn visit<'a>(root: &'a cel::IdedExpr, f: &mut impl FnMut(&'a cel::IdedExpr)) {
 /// Upstream's `CheckTypeNamesMatchFieldPathNames`, on the parsed expression: every `Object…` literal
 /// written as the value of a field of another (directly, or inside list and map literals) must be named
 /// by the field path from the root `Object`. The messages are upstream's.
-pub fn type_name_mismatches(root: &cel::IdedExpr) -> Vec<String> {
+pub(crate) fn type_name_mismatches(root: &cel::IdedExpr) -> Vec<String> {
     let mut errors = Vec::new();
     let mut roots = Vec::new();
     visit(root, &mut |expr| {

@@ -214,7 +214,7 @@ fn compare_to<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
 type Overload = for<'b, 'v> fn(Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError>;
 
 /// Adds `quantity()` and its methods to `env`.
-pub fn add_to(env: &mut Env) {
+pub(crate) fn add_to(env: &mut Env) {
     if let Err(error) = env.add_type(Type::new_opaque_type(QUANTITY_TYPE)) {
         tracing::error!(%error, "the quantity type could not be added");
     }

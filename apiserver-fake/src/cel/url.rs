@@ -180,7 +180,7 @@ fn get_query<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
 type Overload = for<'b, 'v> fn(Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError>;
 
 /// Adds `url()`, `isURL()` and the methods to `env`.
-pub fn add_to(env: &mut Env) {
+pub(crate) fn add_to(env: &mut Env) {
     if let Err(error) = env.add_type(Type::new_opaque_type(URL_TYPE)) {
         tracing::error!(%error, "the URL type could not be added");
     }

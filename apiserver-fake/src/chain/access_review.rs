@@ -60,7 +60,7 @@ impl Kind {
 
 /// Whether the request is the creation of an access review (the caller checks that the server serves
 /// the resource; the route's other checks are the REST layer's).
-pub fn is_access_review(info: &RequestInfo) -> bool {
+pub(crate) fn is_access_review(info: &RequestInfo) -> bool {
     info.api_group == GROUP
         && info.verb == "create"
         && info.subresource.is_empty()
@@ -69,7 +69,7 @@ pub fn is_access_review(info: &RequestInfo) -> bool {
 }
 
 /// Answers the access review `info` names, for `user`, with `authorizer`'s verdict.
-pub async fn serve(
+pub(crate) async fn serve(
     authorizer: &Authorizer,
     info: &RequestInfo,
     user: &UserInfo,

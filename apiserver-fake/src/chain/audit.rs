@@ -67,7 +67,7 @@ pub enum AuditError {
 
 /// An audit level, lowest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-pub enum Level {
+pub(crate) enum Level {
     /// Not logged.
     None,
     /// Request metadata (user, verb, resource, user agent, response status).
@@ -80,7 +80,7 @@ pub enum Level {
 
 /// An audit stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// As soon as the request is received, before it is handled.
     RequestReceived,
     /// Once the response headers are sent (long-running requests).

@@ -26,7 +26,7 @@ use crate::api::serviceaccount::{ServiceAccountKeyError, ServiceAccountOptions, 
 use crate::store::Store;
 
 /// The group every authenticated user belongs to.
-pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+pub(crate) const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// What the TLS layer learned about a connection; inserted into every request's extensions.
 #[derive(Debug, Clone, Default)]
@@ -138,7 +138,7 @@ impl std::fmt::Debug for Authenticator {
 }
 
 /// Reads every certificate of a PEM bundle.
-pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, AuthSetupError> {
+pub(crate) fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, AuthSetupError> {
     let pem = std::fs::read(path).map_err(|source| AuthSetupError::Read {
         path: path.to_owned(),
         source,
@@ -159,7 +159,7 @@ pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, AuthS
 }
 
 /// A root store from a PEM CA bundle.
-pub fn read_root_store(path: &Path) -> Result<RootCertStore, AuthSetupError> {
+pub(crate) fn read_root_store(path: &Path) -> Result<RootCertStore, AuthSetupError> {
     let mut roots = RootCertStore::empty();
     for cert in read_pem_certs(path)? {
         roots.add(cert).map_err(|e| AuthSetupError::BadCa {
@@ -171,7 +171,7 @@ pub fn read_root_store(path: &Path) -> Result<RootCertStore, AuthSetupError> {
 }
 
 /// Parses kube-apiserver's static token file: CSV lines `token,user,uid[,"group1,group2"]`.
-pub fn parse_token_file(contents: &str) -> Result<HashMap<String, UserInfo>, AuthSetupError> {
+pub(crate) fn parse_token_file(contents: &str) -> Result<HashMap<String, UserInfo>, AuthSetupError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)

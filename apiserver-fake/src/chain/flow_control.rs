@@ -43,14 +43,14 @@ use tokio::sync::oneshot;
 use crate::chain::inflight::TooManyRequests;
 
 /// Header naming the FlowSchema that matched.
-pub const FLOW_SCHEMA_UID_HEADER: &str = "x-kubernetes-pf-flowschema-uid";
+pub(crate) const FLOW_SCHEMA_UID_HEADER: &str = "x-kubernetes-pf-flowschema-uid";
 /// Header naming the priority level the request was queued at.
-pub const PRIORITY_LEVEL_UID_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid";
+pub(crate) const PRIORITY_LEVEL_UID_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid";
 
 /// The bootstrap (FlowSchema, PriorityLevelConfiguration) that matches `user` asking for `path`,
 /// in matching precedence: `exempt` (system:masters), `probes` (health checks, exempt level),
 /// `service-accounts` (workload-low), then `global-default`.
-pub fn classify(user: &UserInfo, path: &str) -> (&'static str, &'static str) {
+pub(crate) fn classify(user: &UserInfo, path: &str) -> (&'static str, &'static str) {
     let in_group = |g: &str| user.groups.iter().any(|x| x == g);
     if in_group("system:masters") {
         ("exempt", "exempt")
@@ -90,7 +90,7 @@ fn uid_header(kind: &'static str, name: &'static str) -> Option<HeaderValue> {
 
 /// The two headers for a request of `user` to `path`, computed before the request moves on (so the user
 /// need not be kept).
-pub fn headers_for(user: &UserInfo, path: &str) -> [(&'static str, Option<HeaderValue>); 2] {
+pub(crate) fn headers_for(user: &UserInfo, path: &str) -> [(&'static str, Option<HeaderValue>); 2] {
     let (flow_schema, priority_level) = classify(user, path);
     [
         (FLOW_SCHEMA_UID_HEADER, uid_header("FlowSchema", flow_schema)),

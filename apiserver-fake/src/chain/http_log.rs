@@ -19,16 +19,16 @@ use mvp_core::{ProxiedTo, RequestInfo, UserInfo};
 use super::authentication::ConnectionInfo;
 
 /// The `tracing` target of the line.
-pub const TARGET: &str = "httplog";
+pub(crate) const TARGET: &str = "httplog";
 
 /// The name of the user a request was served for, put in the response extensions by the
 /// authentication filter while the log is on (the user lives in the request, which the inner stages
 /// consume).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoggedUser(pub String);
+pub(crate) struct LoggedUser(pub String);
 
 /// Whether the line is written (the subscriber enables [`TARGET`]).
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     tracing::enabled!(target: TARGET, tracing::Level::INFO)
 }
 

@@ -18,7 +18,7 @@ const EXTRA_PREFIX: &str = "impersonate-extra-";
 
 /// The user named by the impersonation headers (`None` when there are none), after removing them.
 /// Groups or extras without a user are a 400, with upstream's message.
-pub fn impersonated_user(headers: &mut HeaderMap) -> Result<Option<UserInfo>, Status> {
+pub(crate) fn impersonated_user(headers: &mut HeaderMap) -> Result<Option<UserInfo>, Status> {
     let value = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
     let name = headers.get(USER).map(value);
     let uid = headers.get(UID).map(value).unwrap_or_default();

@@ -15,7 +15,7 @@ use super::ServerContext;
 use crate::api::not_found;
 
 /// The router of one server.
-pub fn router<S: ServerContext>(state: Arc<S>) -> Router {
+pub(crate) fn router<S: ServerContext>(state: Arc<S>) -> Router {
     Router::new()
         .route("/healthz", get(healthz::<S>))
         .route("/livez", get(livez))

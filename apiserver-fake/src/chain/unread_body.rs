@@ -24,11 +24,11 @@ use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 
 /// The most of an unread body read before answering (the largest body the fake accepts, plus room).
-pub const DRAIN_LIMIT_BYTES: usize = crate::api::rest::MAX_REQUEST_BODY_BYTES + 64 * 1024;
+pub(crate) const DRAIN_LIMIT_BYTES: usize = crate::api::rest::MAX_REQUEST_BODY_BYTES + 64 * 1024;
 
 /// The longest the answer waits for the rest of an unread body (a client that stalls mid-body gets
 /// its answer after this).
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The request body, shared between the handler (through [`SharedBody`]) and this filter.
 type Slot = Arc<Mutex<Option<Body>>>;
@@ -64,7 +64,7 @@ impl http_body::Body for SharedBody {
 
 /// The filter (see the module docs). HTTP/2 only: on HTTP/1.1 the connection applies Go's rules
 /// for unread bodies (256 KiB drained, else `Connection: close`; `crate::server`'s `unread_body`).
-pub async fn read_unread_body(req: Request, next: Next) -> Response {
+pub(crate) async fn read_unread_body(req: Request, next: Next) -> Response {
     if req.version() != http::Version::HTTP_2 {
         return next.run(req).await;
     }

@@ -25,14 +25,14 @@ use rustls_pki_types::{CertificateDer, SubjectPublicKeyInfoDer, UnixTime};
 use x509_parser::prelude::{FromDer, X509Certificate, X509Version};
 
 /// Whether `cert` parses as an X.509 v1 certificate.
-pub fn is_v1(cert: &CertificateDer<'_>) -> bool {
+pub(crate) fn is_v1(cert: &CertificateDer<'_>) -> bool {
     X509Certificate::from_der(cert).is_ok_and(|(_, parsed)| parsed.version() == X509Version::V1)
 }
 
 /// Checks the client's handshake signature `dss` over `message` with the public key of the v1
 /// certificate `cert`, with any algorithm `algorithms` maps the signature scheme to (as rustls'
 /// `verify_tls12_signature` tries them in turn); TLS 1.3 with rustls' check of a bare public key.
-pub fn verify_handshake_signature(
+pub(crate) fn verify_handshake_signature(
     message: &[u8],
     cert: &CertificateDer<'_>,
     dss: &DigitallySignedStruct,
@@ -62,7 +62,7 @@ pub fn verify_handshake_signature(
 
 /// Whether the v1 certificate `leaf` was issued by one of `cas` (see the module docs) and it and its
 /// issuer are valid at `now`.
-pub fn issued_by_trusted_ca(
+pub(crate) fn issued_by_trusted_ca(
     leaf: &CertificateDer<'_>,
     cas: &[CertificateDer<'static>],
     now: UnixTime,

@@ -39,13 +39,13 @@ use crate::cluster::real_member::{self, KubeApiserverBinary};
 use crate::server::config::ServerFlags;
 
 /// The presets `cluster --preset NAME` starts: the example files, compiled in.
-pub const PRESETS: &[(&str, &str)] = &[
+pub(crate) const PRESETS: &[(&str, &str)] = &[
     ("default", include_str!("../../examples/clusters/default.yaml")),
     ("upgrade", include_str!("../../examples/clusters/upgrade.yaml")),
 ];
 
 /// At most this many servers (each takes one `127.0.0.x` address; the load balancer has its own).
-pub const MAX_SERVERS: usize = 200;
+pub(crate) const MAX_SERVERS: usize = 200;
 
 /// Where the cluster keeps its objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -680,7 +680,7 @@ fn is_dns_label(name: &str) -> bool {
 
 /// The example files' directory in this source tree (tests read them; the binary embeds them).
 #[cfg(test)]
-pub fn examples_dir() -> std::path::PathBuf {
+pub(crate) fn examples_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clusters")
 }
 

@@ -15,7 +15,7 @@ use crate::store::{ObjectKey, Preconditions, StorageResource, Store, StoreError}
 
 /// A [`Store`] as mvp-core's [`ClusterApi`].
 #[derive(Clone)]
-pub struct StoreCluster(pub Arc<dyn Store>);
+pub(crate) struct StoreCluster(pub Arc<dyn Store>);
 
 impl std::fmt::Debug for StoreCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

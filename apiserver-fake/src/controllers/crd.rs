@@ -16,7 +16,7 @@ use crate::controllers::informer::run_informer;
 use crate::store::{ObjectKey, StorageResource, Store};
 
 /// The storage resource of CRDs.
-pub fn crd_resource() -> StorageResource {
+pub(crate) fn crd_resource() -> StorageResource {
     StorageResource::new("apiextensions.k8s.io", "customresourcedefinitions")
 }
 
@@ -43,7 +43,7 @@ pub enum CustomResourcesFileError {
 }
 
 /// Reads CRDs from a JSON or YAML file: one object, a `List`/array of objects, or a YAML stream.
-pub fn read_custom_resources_file(path: &Path) -> Result<Vec<Value>, CustomResourcesFileError> {
+pub(crate) fn read_custom_resources_file(path: &Path) -> Result<Vec<Value>, CustomResourcesFileError> {
     let display = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| CustomResourcesFileError::Read {
         path: display.clone(),
@@ -87,7 +87,7 @@ pub fn read_custom_resources_file(path: &Path) -> Result<Vec<Value>, CustomResou
 
 /// Creates `crds` in the store unless they already exist (several servers may load the same file), as
 /// a `binary_version` kube-apiserver would have created them through the API.
-pub async fn create_crds(store: &dyn Store, crds: Vec<Value>, binary_version: KubeVersion) {
+pub(crate) async fn create_crds(store: &dyn Store, crds: Vec<Value>, binary_version: KubeVersion) {
     let now = crate::store::now_timestamp();
     let resource = crd_resource();
     let bump = crate::api::rest::generation::builtin(&resource.group, &resource.resource, binary_version);
@@ -109,7 +109,7 @@ pub async fn create_crds(store: &dyn Store, crds: Vec<Value>, binary_version: Ku
 }
 
 /// Keeps a server's served APIs equal to its built-ins plus the CRDs in the store.
-pub async fn run_crd_controller(
+pub(crate) async fn run_crd_controller(
     store: Arc<dyn Store>,
     builtin: Arc<ServedApis>,
     served: Arc<watch::Sender<Arc<ServedApis>>>,

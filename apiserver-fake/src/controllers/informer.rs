@@ -16,7 +16,7 @@ use crate::store::{StorageResource, Store};
 /// Calls `on_change` with the full list of `resource` (in `namespace`, when given) after the initial
 /// list and after every change, until `cancel`. A watch that ends (e.g. it fell behind the store's
 /// history) is replaced by a fresh list and watch, so no change is missed.
-pub async fn run_informer<F>(
+pub(crate) async fn run_informer<F>(
     store: Arc<dyn Store>,
     resource: StorageResource,
     namespace: Option<&'static str>,

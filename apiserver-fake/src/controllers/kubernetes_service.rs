@@ -27,18 +27,18 @@ use crate::api::rest::defaults::service_ip::ServiceCidr;
 use crate::store::{ObjectKey, StorageResource, Store, StoreError, resource_version};
 
 /// Namespace and name of the Service, its Endpoints and its EndpointSlice.
-pub const NAMESPACE: &str = "default";
+pub(crate) const NAMESPACE: &str = "default";
 /// See [`NAMESPACE`].
-pub const NAME: &str = "kubernetes";
+pub(crate) const NAME: &str = "kubernetes";
 /// Key prefix of the master leases in the internal keyspace (upstream's `/masterleases/`).
-pub const LEASE_PREFIX: &str = "/masterleases/";
+pub(crate) const LEASE_PREFIX: &str = "/masterleases/";
 /// Upstream's master lease TTL (`MasterEndpointReconcileTTL`).
-pub const LEASE_TTL: Duration = Duration::from_secs(15);
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(15);
 /// Upstream's reconcile interval (`EndpointInterval`).
-pub const RECONCILE_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const RECONCILE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The Service as the bootstrap controller creates it.
-pub fn service(cidr: &ServiceCidr, secure_port: u16) -> Value {
+pub(crate) fn service(cidr: &ServiceCidr, secure_port: u16) -> Value {
     let ip = cidr.first_address().to_string();
     json!({
         "apiVersion": "v1",
@@ -150,7 +150,11 @@ fn subsets_of(addresses: &[SocketAddr]) -> Value {
 
 /// Creates the Service when missing and adds `address` (this server's public address and secure port)
 /// to the Endpoints and EndpointSlice, as the server starts.
-pub async fn ensure(store: &dyn Store, cidr: &ServiceCidr, address: SocketAddr) -> Result<(), StoreError> {
+pub(crate) async fn ensure(
+    store: &dyn Store,
+    cidr: &ServiceCidr,
+    address: SocketAddr,
+) -> Result<(), StoreError> {
     let key = ObjectKey::namespaced(NAMESPACE, NAME);
     let services = StorageResource::new("", "services");
     match store.create(&services, &key, service(cidr, address.port())).await {
@@ -163,7 +167,7 @@ pub async fn ensure(store: &dyn Store, cidr: &ServiceCidr, address: SocketAddr) 
 /// One pass of the lease endpoint reconciler for the server at `address`: its master lease refreshed
 /// (`alive`) or removed, then the Endpoints and EndpointSlice rewritten to the addresses of the leases
 /// alive when they list others, retrying conflicts with other servers doing the same.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     store: &dyn Store,
     cidr: &ServiceCidr,
     address: SocketAddr,
@@ -266,7 +270,7 @@ async fn alive_addresses(
 }
 
 /// Runs [`reconcile`] every `interval` (upstream: [`RECONCILE_INTERVAL`]) until `cancel`.
-pub async fn run_reconciler(
+pub(crate) async fn run_reconciler(
     store: std::sync::Arc<dyn Store>,
     cidr: ServiceCidr,
     address: SocketAddr,

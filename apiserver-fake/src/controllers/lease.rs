@@ -16,7 +16,7 @@ use crate::store::Store;
 
 /// The identity lease of one run of a server, as its controller writes it.
 #[derive(Debug, Clone)]
-pub struct OwnLease {
+pub(crate) struct OwnLease {
     /// The APIServerID (the lease's name).
     pub server_id: String,
     /// `spec.holderIdentity`: `<server ID>_<uuid>`, one per run.
@@ -36,7 +36,7 @@ pub struct OwnLease {
 /// Publishes and renews one server's identity lease: mvp-core's [`IdentityLeaseTask`] over this
 /// server's store, which deletes the lease itself at the right point of its shutdown
 /// ([`Self::delete_own_lease`]).
-pub struct IdentityLeaseController {
+pub(crate) struct IdentityLeaseController {
     task: IdentityLeaseTask,
     published: Arc<AtomicBool>,
 }
@@ -52,7 +52,7 @@ impl std::fmt::Debug for IdentityLeaseController {
 impl IdentityLeaseController {
     /// A controller writing `lease` to `store`; it sets `published` once the lease is written by
     /// [`Self::run`].
-    pub fn new(lease: OwnLease, store: Arc<dyn Store>, published: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(lease: OwnLease, store: Arc<dyn Store>, published: Arc<AtomicBool>) -> Self {
         let lease = IdentityLease {
             server_id: lease.server_id,
             holder_identity: lease.holder_identity,
@@ -70,7 +70,7 @@ impl IdentityLeaseController {
     /// StorageVersion garbage collector would otherwise remove as lease-less): (1.35+) deletes a stale
     /// lease of the same name left by a previous run, then writes this run's lease once. Errors are left
     /// to [`Self::run`], which retries every renew interval.
-    pub async fn initialize(&self) {
+    pub(crate) async fn initialize(&self) {
         if let Err(err) = self.task.initialize().await {
             tracing::warn!(error = %err, "failed to write the identity lease; retrying");
         }
@@ -79,7 +79,7 @@ impl IdentityLeaseController {
     /// Runs until `cancel`: renews the lease every renew interval (the first time at once) and sets the
     /// published flag (the server's readiness) once it is written. Call [`Self::initialize`] first.
     /// Store errors are retried on the next tick.
-    pub async fn run(self, cancel: CancellationToken) {
+    pub(crate) async fn run(self, cancel: CancellationToken) {
         self.task
             .with_published(self.published)
             .run(cancel.cancelled_owned())
@@ -88,7 +88,7 @@ impl IdentityLeaseController {
 
     /// Deletes this server's lease (graceful shutdown, 1.35+) if it is still this run's: a lease already
     /// taken over by a newer run of the same host is left alone.
-    pub async fn delete_own_lease(store: Arc<dyn Store>, server_id: &str, holder_identity: &str) {
+    pub(crate) async fn delete_own_lease(store: Arc<dyn Store>, server_id: &str, holder_identity: &str) {
         if let Err(err) = delete_identity_lease(&StoreCluster(store), server_id, holder_identity).await {
             tracing::warn!(error = %err, "failed to delete the identity lease");
         }

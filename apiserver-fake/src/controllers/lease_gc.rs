@@ -23,7 +23,7 @@ fn lease_resource() -> StorageResource {
 }
 
 /// Whether `lease` carries the kube-apiserver identity label (the collector's label selector).
-pub fn is_identity_lease(lease: &Value) -> bool {
+pub(crate) fn is_identity_lease(lease: &Value) -> bool {
     lease
         .pointer("/metadata/labels")
         .and_then(|labels| labels.get(IDENTITY_LEASE_LABEL))
@@ -33,7 +33,7 @@ pub fn is_identity_lease(lease: &Value) -> bool {
 
 /// Whether `lease` is expired at `now`, as upstream's `isLeaseExpired`: a missing or unreadable
 /// `spec.renewTime` or `spec.leaseDurationSeconds` counts as expired (such leases are invalid).
-pub fn is_lease_expired(lease: &Value, now: OffsetDateTime) -> bool {
+pub(crate) fn is_lease_expired(lease: &Value, now: OffsetDateTime) -> bool {
     let renew = lease
         .pointer("/spec/renewTime")
         .and_then(Value::as_str)
@@ -50,7 +50,7 @@ pub fn is_lease_expired(lease: &Value, now: OffsetDateTime) -> bool {
 /// Parses a UTC RFC 3339 timestamp as Kubernetes writes Time and MicroTime (`2026-11-22T20:55:18Z`,
 /// `2026-11-22T20:55:18.123456Z`; a `+00:00` suffix is accepted too). Other offsets are not produced
 /// by Kubernetes and are rejected.
-pub fn parse_micro_time(text: &str) -> Option<OffsetDateTime> {
+pub(crate) fn parse_micro_time(text: &str) -> Option<OffsetDateTime> {
     let text = text.strip_suffix('Z').or_else(|| text.strip_suffix("+00:00"))?;
     let (date, clock) = text.split_once('T')?;
     let mut date_parts = date.splitn(3, '-');
@@ -81,7 +81,7 @@ pub fn parse_micro_time(text: &str) -> Option<OffsetDateTime> {
 /// One collection pass: deletes every expired identity lease in `kube-system`, re-reading each before
 /// deleting it and deleting with its uid and resourceVersion as preconditions, so a lease renewed in
 /// between survives. Returns the names of the leases deleted.
-pub async fn collect_expired_leases(store: &dyn Store, now: OffsetDateTime) -> Vec<String> {
+pub(crate) async fn collect_expired_leases(store: &dyn Store, now: OffsetDateTime) -> Vec<String> {
     let resource = lease_resource();
     let Ok((leases, _)) = store.list(&resource, Some(IDENTITY_LEASE_NAMESPACE)).await else {
         return Vec::new();
@@ -118,7 +118,11 @@ pub async fn collect_expired_leases(store: &dyn Store, now: OffsetDateTime) -> V
 }
 
 /// Runs [`collect_expired_leases`] at once and then every `period`, until `cancel`.
-pub async fn run_identity_lease_gc(store: Arc<dyn Store>, period: Duration, cancel: CancellationToken) {
+pub(crate) async fn run_identity_lease_gc(
+    store: Arc<dyn Store>,
+    period: Duration,
+    cancel: CancellationToken,
+) {
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

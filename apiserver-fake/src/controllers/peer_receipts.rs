@@ -16,20 +16,20 @@ use tokio_util::sync::CancellationToken;
 use crate::store::Store;
 
 /// Key prefix of the receipts in the internal keyspace; the server ID follows.
-pub const PREFIX: &str = mvp_core::feeders::RECEIPT_PREFIX;
+pub(crate) const PREFIX: &str = mvp_core::feeders::RECEIPT_PREFIX;
 
 /// Peer ID → `holderIdentity` of the identity lease it had when it was asked.
-pub type Receipt = mvp_core::feeders::Receipt;
+pub(crate) type Receipt = mvp_core::feeders::Receipt;
 
 /// The receipt in a stored record (`None` when it is not one).
-pub fn from_record(record: &Value) -> Option<Receipt> {
+pub(crate) fn from_record(record: &Value) -> Option<Receipt> {
     mvp_core::feeders::receipt_from_record(record)
 }
 
 /// Writes this server's receipt whenever it changes, and again every `refresh` so that it lives as
 /// long as the server (`ttl`, like the peer endpoint record); removed when `cancel` fires. mvp-core's
 /// [`mvp_core::feeders::run_receipt_publisher`] over this server's store.
-pub async fn run_publisher(
+pub(crate) async fn run_publisher(
     store: Arc<dyn Store>,
     server_id: String,
     receipts: watch::Receiver<Option<Receipt>>,

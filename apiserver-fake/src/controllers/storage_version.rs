@@ -15,13 +15,13 @@ use crate::api::catalog::ServedApis;
 use crate::store::{ObjectKey, StorageResource, Store};
 
 /// API group of StorageVersion objects.
-pub const GROUP: &str = "internal.apiserver.k8s.io";
+pub(crate) const GROUP: &str = "internal.apiserver.k8s.io";
 /// Resource name of StorageVersion objects.
-pub const RESOURCE: &str = "storageversions";
+pub(crate) const RESOURCE: &str = "storageversions";
 
 /// What one server stores for one group/resource: mvp-core's record, which its StorageVersion feeder
 /// writes for embedders the same way.
-pub use mvp_core::feeders::ServerStorageVersion;
+pub(crate) use mvp_core::feeders::ServerStorageVersion;
 
 fn qualified(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -34,7 +34,7 @@ fn qualified(group: &str, version: &str) -> String {
 /// The entries a server with `apis` publishes, one per stored group/resource, sorted by object name.
 /// The encoding version is the catalog's storage version of the resource (kube-apiserver's storage
 /// factory choice); resources without storage (reviews, `bindings`, `componentstatuses`) have none.
-pub fn server_storage_versions(apis: &ServedApis) -> Vec<ServerStorageVersion> {
+pub(crate) fn server_storage_versions(apis: &ServedApis) -> Vec<ServerStorageVersion> {
     let mut by_name: BTreeMap<String, ServerStorageVersion> = BTreeMap::new();
     for group in &apis.groups {
         for version in &group.versions {
@@ -69,13 +69,13 @@ pub fn server_storage_versions(apis: &ServedApis) -> Vec<ServerStorageVersion> {
 /// current object's status, or `Null`), replacing that server's previous entry: mvp-core's merge, so an
 /// embedder's feeder and the fake summarise entries (`commonEncodingVersion`, `AllEncodingVersionsEqual`)
 /// identically.
-pub use mvp_core::feeders::merged_storage_version_status as merged_status;
+pub(crate) use mvp_core::feeders::merged_storage_version_status as merged_status;
 /// `status` after removing `server_id`'s entry (its server is gone).
-pub use mvp_core::feeders::storage_version_status_without as status_without;
+pub(crate) use mvp_core::feeders::storage_version_status_without as status_without;
 
 /// Writes this server's entries into the StorageVersion objects (the storage version manager's job at
 /// startup). Conflicts with other servers writing the same object are retried.
-pub async fn publish(store: &dyn Store, apis: &ServedApis, server_id: &str, now: &str) {
+pub(crate) async fn publish(store: &dyn Store, apis: &ServedApis, server_id: &str, now: &str) {
     let resource = StorageResource::new(GROUP, RESOURCE);
     for entry in server_storage_versions(apis) {
         let key = ObjectKey::cluster(&entry.object_name);

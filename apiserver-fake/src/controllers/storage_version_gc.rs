@@ -29,7 +29,7 @@ fn lease_resource() -> StorageResource {
 }
 
 /// The `apiServerID`s of a StorageVersion object's entries.
-pub fn entry_server_ids(storage_version: &Value) -> Vec<String> {
+pub(crate) fn entry_server_ids(storage_version: &Value) -> Vec<String> {
     storage_version
         .pointer("/status/storageVersions")
         .and_then(Value::as_array)
@@ -52,7 +52,7 @@ async fn has_identity_lease(store: &dyn Store, server_id: &str) -> bool {
 /// One pass: removes the entries of servers without an identity lease from every StorageVersion object,
 /// deleting objects left without entries. Returns the IDs whose entries were removed (sorted). Writes are
 /// conditional on the object's resourceVersion; a conflict is left to the next pass.
-pub async fn collect_orphaned_entries(store: &dyn Store, now: &str) -> Vec<String> {
+pub(crate) async fn collect_orphaned_entries(store: &dyn Store, now: &str) -> Vec<String> {
     let sv_resource = StorageResource::new(GROUP, RESOURCE);
     let Ok((objects, _)) = store.list(&sv_resource, None).await else {
         return Vec::new();
@@ -128,7 +128,11 @@ pub async fn collect_orphaned_entries(store: &dyn Store, now: &str) -> Vec<Strin
 
 /// Runs [`collect_orphaned_entries`] on every identity lease or StorageVersion change and every
 /// `period`, until `cancel`.
-pub async fn run_storage_version_gc(store: Arc<dyn Store>, period: Duration, cancel: CancellationToken) {
+pub(crate) async fn run_storage_version_gc(
+    store: Arc<dyn Store>,
+    period: Duration,
+    cancel: CancellationToken,
+) {
     let wake = Arc::new(Notify::new());
     let watchers = [
         (lease_resource(), Some(IDENTITY_LEASE_NAMESPACE)),

@@ -39,7 +39,7 @@ use tower::ServiceExt;
 use crate::chain::HandlerChain;
 
 /// Go's `maxPostHandlerReadBytes`: how much of an unread body the server reads to keep the connection.
-pub const MAX_POST_HANDLER_READ_BYTES: u64 = 256 << 10;
+pub(super) const MAX_POST_HANDLER_READ_BYTES: u64 = 256 << 10;
 
 /// How long the server waits for the rest of an unread body before it gives up the connection.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -163,7 +163,7 @@ impl HttpBody for TrackedBody {
 
 /// Serves one request with `app`, then applies the module's rules to its unread body (HTTP/1.x only:
 /// an HTTP/2 stream ends on its own).
-pub async fn serve(app: HandlerChain, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub(super) async fn serve(app: HandlerChain, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     if req.version() == Version::HTTP_2 {
         return app.oneshot(req.map(Body::new)).await;
     }
@@ -264,14 +264,14 @@ async fn drain(shared: &Shared) -> bool {
 /// and discarding for up to [`LINGER`] until the client closes too (Go's `closeWriteAndWait`): closing
 /// a socket with unread input resets the connection, and a reset can destroy the response the client
 /// has not read yet (a 413 for a body it is still sending).
-pub struct Linger<T> {
+pub(super) struct Linger<T> {
     inner: T,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<T> Linger<T> {
     /// Wraps a socket.
-    pub fn new(inner: T) -> Self {
+    pub(super) fn new(inner: T) -> Self {
         Self {
             inner,
             deadline: None,

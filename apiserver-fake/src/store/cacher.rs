@@ -41,20 +41,20 @@ use super::{
 
 /// How long a request waits for the cache to reach a revision or to initialize (upstream's
 /// `blockTimeout`).
-pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
+pub(super) const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The window's starting and smallest capacity (upstream's `defaultLowerBoundCapacity`).
-pub const LOWER_BOUND_CAPACITY: usize = 100;
+pub(super) const LOWER_BOUND_CAPACITY: usize = 100;
 
 /// The window's largest capacity (upstream's `defaultUpperBoundCapacity`): what bounds the memory of
 /// history per resource.
-pub const UPPER_BOUND_CAPACITY: usize = 100 * 1024;
+pub(super) const UPPER_BOUND_CAPACITY: usize = 100 * 1024;
 
 /// How much history the window tries to keep (upstream's `DefaultEventFreshDuration`).
 const EVENT_FRESH_DURATION: Duration = Duration::from_secs(75);
 
 /// Events a client watch may be behind the cache before it is closed.
-pub const WATCHER_BUFFER: usize = 1024;
+pub(super) const WATCHER_BUFFER: usize = 1024;
 
 /// How often a waiting request asks etcd again for a progress notification.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);

@@ -19,7 +19,7 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 /// Whether etcd `version` answers `ProgressRequest`s in order with events (upstream's
 /// `endpointSupportsRequestWatchProgress`): 3.4.31+ in 3.4, 3.5.13+ in 3.5, any later minor.
 /// A version that does not parse is taken not to, as upstream does.
-pub fn version_supports_request_progress(version: &str) -> bool {
+pub(super) fn version_supports_request_progress(version: &str) -> bool {
     // Semantic version core (`3.6.0-alpha.0` → 3.6.0; upstream's pre-release ordering does not
     // change the answer at these bounds).
     let core = version.split(['-', '+']).next().unwrap_or_default();
@@ -36,7 +36,7 @@ pub fn version_supports_request_progress(version: &str) -> bool {
 /// Whether every endpoint of `servers` is at a version whose requested progress notifications can be
 /// trusted (`Err`: an endpoint could not be asked; the caller asks again later and meanwhile does not
 /// trust them, as upstream's checker answers false until it knows).
-pub async fn servers_support_request_progress(servers: &[String]) -> Result<bool, String> {
+pub(super) async fn servers_support_request_progress(servers: &[String]) -> Result<bool, String> {
     for server in servers {
         let options = ConnectOptions::new().with_connect_timeout(CHECK_TIMEOUT);
         let status = tokio::time::timeout(CHECK_TIMEOUT, async {

@@ -10,7 +10,7 @@ use super::{ApiGroup, ApiResource, ApiSubresource, ApiVersion};
 
 /// Verbs of a custom resource, in the order apiextensions-apiserver's discovery controller lists
 /// them (upstream does not sort them, unlike built-in resources).
-pub const CUSTOM_RESOURCE_VERBS: [&str; 8] = [
+pub(super) const CUSTOM_RESOURCE_VERBS: [&str; 8] = [
     "delete",
     "deletecollection",
     "get",

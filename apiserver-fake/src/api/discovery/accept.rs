@@ -5,7 +5,7 @@ use super::aggregated::AggregatedVersion;
 
 /// Serialization of a discovery response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MediaKind {
+pub(crate) enum MediaKind {
     /// `application/json`.
     Json,
     /// `application/yaml` (keys sorted, as sigs.k8s.io/yaml writes them).
@@ -14,7 +14,7 @@ pub enum MediaKind {
 
 impl MediaKind {
     /// The bare media type.
-    pub fn media_type(self) -> &'static str {
+    pub(crate) fn media_type(self) -> &'static str {
         match self {
             MediaKind::Json => "application/json",
             MediaKind::Yaml => "application/yaml",
@@ -24,7 +24,7 @@ impl MediaKind {
 
 /// What a request negotiated.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Negotiated {
+pub(crate) enum Negotiated {
     /// An unaggregated document (`APIVersions`, `APIGroupList`, ...).
     Legacy(MediaKind),
     /// An `APIGroupDiscoveryList`.
@@ -39,7 +39,7 @@ pub enum Negotiated {
 }
 
 /// Media types kube-apiserver's discovery serializers offer, as its 406 message lists them.
-pub const ACCEPTED_MEDIA_TYPES: [&str; 3] = [
+pub(crate) const ACCEPTED_MEDIA_TYPES: [&str; 3] = [
     "application/json",
     "application/yaml",
     "application/vnd.kubernetes.protobuf",
@@ -106,7 +106,7 @@ fn parse_clauses(accept: &str) -> Vec<Clause<'_>> {
 /// `APIGroupDiscoveryList` version; other parameters (`profile`, `pretty`, ...) are ignored as
 /// upstream ignores unrecognized ones, and `stream` rules a clause out. Protobuf clauses are skipped:
 /// this fake only writes JSON and YAML (a real server would answer protobuf).
-pub fn negotiate(
+pub(crate) fn negotiate(
     accept: Option<&str>,
     aggregated_served: impl Fn(AggregatedVersion) -> bool,
 ) -> Option<Negotiated> {

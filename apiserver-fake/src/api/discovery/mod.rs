@@ -23,7 +23,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod accept;
+pub(crate) mod accept;
 pub mod aggregated;
 pub mod legacy;
 

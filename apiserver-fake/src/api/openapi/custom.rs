@@ -162,7 +162,7 @@ impl CustomDefinitions {
 
 /// kube-openapi's `ToRESTFriendlyName` of `<group>/<version>.<kind>`: the group's labels reversed
 /// (`stable.example.com`, `v1`, `CronTab` → `com.example.stable.v1.CronTab`).
-pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
+pub(crate) fn definition_name(group: &str, version: &str, kind: &str) -> String {
     let reversed: Vec<&str> = group.split('.').rev().collect();
     format!("{}.{version}.{kind}", reversed.join("."))
 }
@@ -180,7 +180,7 @@ fn flag(schema: &Map<String, Value>, extension: &str) -> bool {
 }
 
 /// The definition of a custom kind (upstream `buildKubeNative`).
-pub fn kind_definition(
+pub(crate) fn kind_definition(
     group: &str,
     version: &str,
     kind: &str,
@@ -225,7 +225,13 @@ pub fn kind_definition(
 }
 
 /// The definition of a custom list kind (upstream `buildListSchema`).
-pub fn list_definition(group: &str, version: &str, kind: &str, list_kind: &str, plural: &str) -> Value {
+pub(crate) fn list_definition(
+    group: &str,
+    version: &str,
+    kind: &str,
+    list_kind: &str,
+    plural: &str,
+) -> Value {
     let items = format!(
         "List of {plural}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
     );

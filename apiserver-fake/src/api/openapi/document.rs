@@ -58,7 +58,7 @@ fn info(version: KubeVersion) -> Value {
 }
 
 /// Builds the v2 document: every served group-version's paths and the definitions they reach.
-pub fn v2(version: KubeVersion, served: &ServedApis) -> Value {
+pub(crate) fn v2(version: KubeVersion, served: &ServedApis) -> Value {
     let custom = CustomDefinitions::of_served(served, Flavor::V2);
     let definitions = &Layered {
         builtin: Definitions::of(version),
@@ -99,7 +99,7 @@ pub fn v2(version: KubeVersion, served: &ServedApis) -> Value {
 }
 
 /// Builds the v3 document of one served group-version.
-pub fn v3(version: KubeVersion, group: &str, group_version: &str, resources: &[ApiResource]) -> Value {
+pub(crate) fn v3(version: KubeVersion, group: &str, group_version: &str, resources: &[ApiResource]) -> Value {
     let custom = CustomDefinitions::of_group_version(group, group_version, resources, Flavor::V3);
     let definitions = &Layered {
         builtin: Definitions::of(version),

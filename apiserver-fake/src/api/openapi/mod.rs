@@ -15,11 +15,11 @@
 //! Documents are built from what the server serves (its Kubernetes minor, `--runtime-config`,
 //! `--feature-gates`), once per served API set.
 
-pub mod custom;
+pub(crate) mod custom;
 pub mod definitions;
-pub mod document;
-pub mod paths;
-pub mod protobuf;
+pub(crate) mod document;
+pub(crate) mod paths;
+pub(crate) mod protobuf;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};

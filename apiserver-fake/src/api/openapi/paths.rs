@@ -11,7 +11,7 @@ use super::definitions::Layered;
 
 /// One HTTP operation on a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operation {
+pub(crate) struct Operation {
     /// `get`, `post`, `put`, `patch` or `delete`.
     pub method: &'static str,
     /// `operationId` (`listBatchV1NamespacedJob`).
@@ -33,7 +33,7 @@ pub struct Operation {
 
 /// A path and its operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathItem {
+pub(crate) struct PathItem {
     /// The path template (`/apis/batch/v1/namespaces/{namespace}/jobs/{name}`).
     pub path: String,
     /// Path parameters (`namespace`, `name`), then `pretty`, as upstream puts them on the path.
@@ -69,7 +69,7 @@ const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
 const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
 
 /// The `/api/v1` or `/apis/<group>/<version>` prefix.
-pub fn prefix(group: &str, version: &str) -> String {
+pub(crate) fn prefix(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("/api/{version}")
     } else {
@@ -79,7 +79,7 @@ pub fn prefix(group: &str, version: &str) -> String {
 
 /// The operationId infix of a group-version (`BatchV1`, `RbacAuthorizationV1`, `CoreV1`), and its tag
 /// (`batch_v1`, `rbacAuthorization_v1`, `core_v1`).
-pub fn group_version_names(group: &str, version: &str) -> (String, String) {
+pub(crate) fn group_version_names(group: &str, version: &str) -> (String, String) {
     let group = if group.is_empty() {
         "core"
     } else {
@@ -106,7 +106,7 @@ fn capitalize(word: &str) -> String {
 }
 
 /// Every path of the resources of one group-version, sorted by path.
-pub fn group_version_paths(
+pub(crate) fn group_version_paths(
     definitions: &Layered<'_>,
     group: &str,
     version: &str,

@@ -9,7 +9,7 @@ use prost::encoding::{WireType, encode_key, encode_varint};
 use serde_json::Value;
 
 /// Encodes the `swagger`, `info` and `definitions` of a v2 JSON document as `openapi.v2.Document`.
-pub fn encode_document(document: &Value) -> Vec<u8> {
+pub(crate) fn encode_document(document: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     string(&mut out, 1, document["swagger"].as_str().unwrap_or("2.0"));
     message(&mut out, 2, |info| {

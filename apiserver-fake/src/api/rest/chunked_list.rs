@@ -33,11 +33,11 @@ use super::negotiation::OutputFormat;
 use crate::store::Store;
 
 /// Keys read per range: what is held as JSON trees at once (~250 × a few kB).
-pub const RANGE: usize = 250;
+pub(crate) const RANGE: usize = 250;
 
 /// Reads every object of the request's collection that `selection` matches and answers the plain
 /// JSON list of them (see the module docs).
-pub async fn respond(req: &RestRequest<'_>, selection: &Selection) -> Result<Response, Status> {
+pub(crate) async fn respond(req: &RestRequest<'_>, selection: &Selection) -> Result<Response, Status> {
     let storage = req.resource.storage();
     let namespace = req.namespace.as_deref();
     let (api_version, kind, custom) = (

@@ -21,7 +21,7 @@ use crate::api::status::{Status, StatusReason};
 use crate::store::{ObjectKey, Store, StoreError};
 
 /// Whether `req` addresses `componentstatuses`.
-pub fn serves(req: &RestRequest<'_>) -> bool {
+pub(crate) fn serves(req: &RestRequest<'_>) -> bool {
     req.resource.group.is_empty() && req.resource.resource == "componentstatuses"
 }
 
@@ -75,7 +75,7 @@ const DEPRECATED: &str = "v1 ComponentStatus is deprecated in v1.19+";
 
 /// `get` and `list` (other verbs are refused by the route check: discovery lists only these), with
 /// the deprecation warning.
-pub async fn handle(req: &RestRequest<'_>) -> Result<axum::response::Response, Status> {
+pub(crate) async fn handle(req: &RestRequest<'_>) -> Result<axum::response::Response, Status> {
     let response = answer(req).await?;
     Ok(super::write::with_warnings(response, &[DEPRECATED.to_owned()]))
 }

@@ -50,7 +50,7 @@ enum Strategy {
 }
 
 /// Converts the objects of one CRD between its versions.
-pub struct Converter {
+pub(crate) struct Converter {
     group: String,
     kind: String,
     strategy: Strategy,
@@ -70,7 +70,7 @@ impl std::fmt::Debug for Converter {
 }
 
 /// The storage version of a CRD (`spec.versions[].storage: true`).
-pub fn storage_version(definition: &Value) -> Option<&str> {
+pub(crate) fn storage_version(definition: &Value) -> Option<&str> {
     definition
         .pointer("/spec/versions")
         .and_then(Value::as_array)?
@@ -82,7 +82,7 @@ pub fn storage_version(definition: &Value) -> Option<&str> {
 
 impl Converter {
     /// The converter of a CRD: `None` for a CRD of one version (nothing to convert).
-    pub fn for_crd(
+    pub(crate) fn for_crd(
         definition: &Value,
         store: Arc<dyn Store>,
         addresses: Arc<ServiceAddresses>,
@@ -130,7 +130,7 @@ impl Converter {
     }
 
     /// `object` at `version` of the CRD's group; the error is upstream's text.
-    pub async fn convert(&self, object: Value, version: &str) -> Result<Value, String> {
+    pub(crate) async fn convert(&self, object: Value, version: &str) -> Result<Value, String> {
         let desired = format!("{}/{}", self.group, version);
         let current = object
             .get("apiVersion")
@@ -363,7 +363,7 @@ fn with_api_version(mut object: Value, api_version: &str) -> Value {
 
 /// A [`Store`] that writes one custom resource at its storage version and reads it at a served
 /// version, converting with a [`Converter`]; every other resource passes through.
-pub struct ConvertingStore {
+pub(crate) struct ConvertingStore {
     inner: Arc<dyn Store>,
     resource: StorageResource,
     converter: Arc<Converter>,
@@ -377,7 +377,7 @@ impl ConvertingStore {
     /// `storage_schema`) and served at `served_version`. Objects read get the storage version's
     /// defaults before they are converted, as upstream's storage decoder defaults them; the handlers
     /// apply the served version's after.
-    pub fn new(
+    pub(crate) fn new(
         inner: Arc<dyn Store>,
         resource: StorageResource,
         converter: Converter,

@@ -302,7 +302,7 @@ async fn delete_all(store: &dyn crate::store::Store, resource: &StorageResource,
 }
 
 /// DELETE on an object.
-pub async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+pub(crate) async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let options = delete_options(req, body).await?;
     let deleted = delete_one(req, &req.key(), &options).await?;
     let still_there = deleted.pointer("/metadata/deletionTimestamp").is_some()
@@ -332,7 +332,7 @@ pub async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
 }
 
 /// DELETE on a collection: deletes the selected objects and answers with the list of them.
-pub async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+pub(crate) async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let options = delete_options(req, body).await?;
     let selection = Selection::from_request(req)?;
     // The registry lists what it deletes, with the request's list options (400 for a bad

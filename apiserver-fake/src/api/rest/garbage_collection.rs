@@ -15,14 +15,14 @@ use super::ResourceInfo;
 use crate::api::status::{GroupKind, Status, StatusCause};
 
 /// `metav1.FinalizerOrphanDependents`.
-pub const ORPHAN_FINALIZER: &str = "orphan";
+pub(crate) const ORPHAN_FINALIZER: &str = "orphan";
 /// `metav1.FinalizerDeleteDependents`.
-pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+pub(crate) const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
 /// `rest.GarbageCollectionPolicy`: what a resource's registry does with dependents when a delete does
 /// not say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GcPolicy {
+pub(crate) enum GcPolicy {
     /// `DeleteDependents` (also what a strategy without an opinion, such as custom resources', gets).
     DeleteDependents,
     /// `OrphanDependents`: legacy versions keep their historical default.
@@ -36,7 +36,7 @@ pub enum GcPolicy {
 /// `batch/v1` (kept for back compatibility: kubectl sends `Background` itself), CronJobs in
 /// `batch/v1beta1`, and the apps workloads in `extensions/v1beta1`, `apps/v1beta1` and `apps/v1beta2`
 /// orphan; Events are unsupported; everything else deletes dependents.
-pub fn default_policy(resource: &ResourceInfo) -> GcPolicy {
+pub(crate) fn default_policy(resource: &ResourceInfo) -> GcPolicy {
     if resource.custom {
         return GcPolicy::DeleteDependents;
     }
@@ -65,7 +65,7 @@ pub fn default_policy(resource: &ResourceInfo) -> GcPolicy {
 
 /// `metav1.DeletionPropagation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PropagationPolicy {
+pub(crate) enum PropagationPolicy {
     /// Dependents lose the owner reference; the owner waits for that (`orphan` finalizer).
     Orphan,
     /// The owner goes at once; the garbage collector deletes dependents afterwards.
@@ -77,7 +77,7 @@ pub enum PropagationPolicy {
 /// What a delete says about dependents: the legacy `orphanDependents` and `propagationPolicy` (validated:
 /// at most one of them is set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Propagation {
+pub(crate) struct Propagation {
     /// `orphanDependents` (deprecated).
     pub orphan_dependents: Option<bool>,
     /// `propagationPolicy`.
@@ -87,7 +87,7 @@ pub struct Propagation {
 impl Propagation {
     /// Reads and validates the two fields as `ValidateDeleteOptions` does; errors are its 422
     /// `DeleteOptions.meta.k8s.io "" is invalid` with every cause.
-    pub fn parse(orphan_dependents: Option<bool>, policy: Option<&str>) -> Result<Self, Status> {
+    pub(crate) fn parse(orphan_dependents: Option<bool>, policy: Option<&str>) -> Result<Self, Status> {
         let mut causes = Vec::new();
         if let (Some(_), Some(policy)) = (orphan_dependents, policy) {
             causes.push(StatusCause::field_invalid(
@@ -165,7 +165,7 @@ impl Propagation {
 
     /// `deletionFinalizersForGarbageCollection`: the finalizers the object should have once this delete
     /// is applied, or `None` when they are the ones it has (as sets).
-    pub fn deletion_finalizers(self, default: GcPolicy, finalizers: &[String]) -> Option<Vec<String>> {
+    pub(crate) fn deletion_finalizers(self, default: GcPolicy, finalizers: &[String]) -> Option<Vec<String>> {
         let mut next: Vec<String> = finalizers
             .iter()
             .filter(|f| *f != ORPHAN_FINALIZER && *f != FOREGROUND_FINALIZER)
@@ -184,7 +184,7 @@ impl Propagation {
 }
 
 /// The object's `metadata.finalizers`.
-pub fn finalizers(object: &Value) -> Vec<String> {
+pub(crate) fn finalizers(object: &Value) -> Vec<String> {
     object
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
@@ -196,7 +196,7 @@ pub fn finalizers(object: &Value) -> Vec<String> {
 /// written (empty: valid). Messages are upstream's; a Go struct value in a message (more than one
 /// controller, a banned owner) is printed as `%#v` prints it, with pointers shown as `(*bool)(0xc000000000)`
 /// where Go prints an address.
-pub fn validate_object_meta(object: &Value) -> Vec<StatusCause> {
+pub(crate) fn validate_object_meta(object: &Value) -> Vec<StatusCause> {
     let mut causes = Vec::new();
     let field = "metadata.ownerReferences";
     let references = object
@@ -277,7 +277,11 @@ pub fn validate_object_meta(object: &Value) -> Vec<StatusCause> {
 
 /// [`validate_object_meta`] as the 422 `Invalid` of a write of the main resource (status writes keep the
 /// stored metadata).
-pub fn check_object_meta(resource: &ResourceInfo, subresource: &str, object: &Value) -> Result<(), Status> {
+pub(crate) fn check_object_meta(
+    resource: &ResourceInfo,
+    subresource: &str,
+    object: &Value,
+) -> Result<(), Status> {
     if !subresource.is_empty() {
         return Ok(());
     }

@@ -155,7 +155,7 @@ const TRACKED: &[Tracked] = &[
 
 /// How the built-in `group`/`resource` of a `binary` kube-apiserver maintains its generation; `None`
 /// when its strategy does not.
-pub fn builtin(group: &str, resource: &str, binary: KubeVersion) -> Option<Bump> {
+pub(crate) fn builtin(group: &str, resource: &str, binary: KubeVersion) -> Option<Bump> {
     TRACKED
         .iter()
         .find(|t| t.group == group && t.resource == resource)
@@ -171,7 +171,7 @@ pub fn builtin(group: &str, resource: &str, binary: KubeVersion) -> Option<Bump>
 
 /// How a served resource maintains its generation: custom resources always do, built-ins per
 /// [`builtin`].
-pub fn for_resource(resource: &ResourceInfo, binary: KubeVersion) -> Option<Bump> {
+pub(crate) fn for_resource(resource: &ResourceInfo, binary: KubeVersion) -> Option<Bump> {
     if resource.custom {
         Some(Bump::NonMetadata)
     } else {
@@ -204,7 +204,7 @@ fn set_generation(object: &mut Value, value: Option<i64>) {
 
 /// `PrepareForCreate`'s part: a tracked resource starts at 1 whatever the client sent; an untracked one
 /// keeps a positive value the client set (upstream stores it as given) and otherwise has none.
-pub fn prepare_for_create(bump: Option<Bump>, object: &mut Value) {
+pub(crate) fn prepare_for_create(bump: Option<Bump>, object: &mut Value) {
     let value = match bump {
         Some(_) => Some(1),
         None => generation(object),
@@ -215,7 +215,7 @@ pub fn prepare_for_create(bump: Option<Bump>, object: &mut Value) {
 /// `BeforeUpdate` + `PrepareForUpdate`'s part for a main-resource write of `next` over `current`: the
 /// stored generation (clients cannot change it), plus one when `bump` says the desired state changed.
 /// Status subresource writes must not call this with a bump (they keep the stored generation).
-pub fn prepare_for_update(bump: Option<Bump>, current: &Value, next: &mut Value) {
+pub(crate) fn prepare_for_update(bump: Option<Bump>, current: &Value, next: &mut Value) {
     let stored = generation(current);
     let value = match bump {
         Some(bump) if changed(bump, current, next) => Some(stored.unwrap_or(0).saturating_add(1)),
@@ -225,7 +225,7 @@ pub fn prepare_for_update(bump: Option<Bump>, current: &Value, next: &mut Value)
 }
 
 /// Whether `bump`'s comparison sees a change from `current` to `next`.
-pub fn changed(bump: Bump, current: &Value, next: &Value) -> bool {
+pub(crate) fn changed(bump: Bump, current: &Value, next: &Value) -> bool {
     let field = |name: &str| !same(current.get(name), next.get(name));
     let meta = |name: &str| {
         !same(

@@ -12,20 +12,20 @@ use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 
 /// Namespaces kube-apiserver's bootstrap controller creates and keeps; creates into them never wait
 /// for the namespace object (so a fresh fake works before anything created them).
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub(crate) const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Storage unit of namespaces.
-pub fn namespaces() -> StorageResource {
+pub(crate) fn namespaces() -> StorageResource {
     StorageResource::new("", "namespaces")
 }
 
 /// Storage unit of CRDs.
-pub fn custom_resource_definitions() -> StorageResource {
+pub(crate) fn custom_resource_definitions() -> StorageResource {
     StorageResource::new("apiextensions.k8s.io", "customresourcedefinitions")
 }
 
 /// A `Namespace` object as the namespace registry stores it.
-pub fn namespace_object(name: &str) -> Value {
+pub(crate) fn namespace_object(name: &str) -> Value {
     let mut object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     prepare_namespace(&mut object, name);
     object
@@ -69,7 +69,7 @@ pub async fn ensure_system_namespaces(store: &dyn Store) -> Result<(), StoreErro
 
 /// `PrepareForCreate` of the registries: clients cannot set status through the main resource, and a
 /// few resources start with a status of their own.
-pub fn prepare_for_create(resource: &ResourceInfo, object: &mut Value, now: &str) {
+pub(crate) fn prepare_for_create(resource: &ResourceInfo, object: &mut Value, now: &str) {
     let Some(map) = object.as_object_mut() else { return };
     if resource.has_status() {
         if resource.custom {
@@ -110,7 +110,7 @@ pub fn prepare_for_create(resource: &ResourceInfo, object: &mut Value, now: &str
 /// What the CRD naming and establishing controllers write once a CRD is created: defaulted names,
 /// `acceptedNames`, `NamesAccepted` and `Established` conditions and `storedVersions`, so that
 /// `kubectl wait --for=condition=Established` and `kubectl get crd` behave at once.
-pub fn establish_crd(crd: &mut Value, now: &str) {
+pub(crate) fn establish_crd(crd: &mut Value, now: &str) {
     let Some(names) = crd.pointer_mut("/spec/names").and_then(Value::as_object_mut) else {
         return;
     };
@@ -153,7 +153,7 @@ pub fn establish_crd(crd: &mut Value, now: &str) {
 /// What the CRD strategy's `PrepareForUpdate` does to `status.storedVersions`: a storage version not
 /// yet listed is appended (objects may now be stored at it); earlier ones stay until a client (a
 /// storage migration) removes them through `/status`.
-pub fn record_stored_version(crd: &mut Value) {
+pub(crate) fn record_stored_version(crd: &mut Value) {
     let Some(storage) = crate::api::rest::conversion::storage_version(crd).map(str::to_owned) else {
         return;
     };
@@ -174,7 +174,7 @@ pub fn record_stored_version(crd: &mut Value) {
 
 /// `NamespaceLifecycle` admission for creates: the namespace must exist (system namespaces always do)
 /// and must not be terminating (403 with upstream's text and its `NamespaceTerminating` cause).
-pub async fn admit_create(
+pub(crate) async fn admit_create(
     store: &dyn Store,
     resource: &ResourceInfo,
     namespace: &str,

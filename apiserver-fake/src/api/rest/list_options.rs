@@ -17,7 +17,7 @@ use super::Query;
 use crate::api::status::{GroupKind, Status, StatusCause, StatusReason};
 
 /// A parameter decoded as Go's `strconv.ParseInt(raw, 10, 64)` (empty: absent).
-pub fn int64(query: &Query, name: &str) -> Result<Option<i64>, Status> {
+pub(crate) fn int64(query: &Query, name: &str) -> Result<Option<i64>, Status> {
     match query.get(name) {
         None | Some("") => Ok(None),
         Some(raw) => raw.parse::<i64>().map(Some).map_err(|err| {
@@ -34,7 +34,7 @@ pub fn int64(query: &Query, name: &str) -> Result<Option<i64>, Status> {
 
 /// Which read a `resourceVersion` belongs to, which decides how a malformed one is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadPath {
+pub(crate) enum ReadPath {
     /// A get or a watch, from the watch cache: 500, the bare field error.
     WatchCache,
     /// A list or a deletecollection (`storage.ValidateListOptions`): 400 "invalid resource version".
@@ -42,7 +42,7 @@ pub enum ReadPath {
 }
 
 /// `resourceVersion` as a revision (`None` when absent, empty or `"0"`, which all mean "any").
-pub fn resource_version(query: &Query, path: ReadPath) -> Result<Option<u64>, Status> {
+pub(crate) fn resource_version(query: &Query, path: ReadPath) -> Result<Option<u64>, Status> {
     match query.get("resourceVersion") {
         None | Some("" | "0") => Ok(None),
         Some(raw) => raw.parse::<u64>().map(Some).map_err(|err| {
@@ -61,7 +61,7 @@ pub fn resource_version(query: &Query, path: ReadPath) -> Result<Option<u64>, St
 }
 
 /// `ValidateListOptions` for a list (`watch == false`) or a watch.
-pub fn validate(query: &Query, watch: bool) -> Result<(), Status> {
+pub(crate) fn validate(query: &Query, watch: bool) -> Result<(), Status> {
     let present = |name: &str| query.get(name).is_some_and(|v| !v.is_empty());
     let resource_version = query.get("resourceVersion").unwrap_or_default();
     let matching = query.get("resourceVersionMatch").unwrap_or_default();

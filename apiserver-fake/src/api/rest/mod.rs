@@ -26,7 +26,7 @@ pub(crate) mod conversion;
 pub mod defaults;
 pub(crate) mod delete;
 pub mod field_validation;
-pub mod garbage_collection;
+pub(crate) mod garbage_collection;
 pub(crate) mod generation;
 pub(crate) mod lifecycle;
 pub(crate) mod list_options;

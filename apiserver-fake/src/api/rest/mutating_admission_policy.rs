@@ -166,7 +166,7 @@ impl Reinvocation {
 
 /// The mutating phase of admission for a create or update (see the module docs): the object in
 /// `attributes` is mutated by the policies and webhooks; the webhooks' warnings are returned.
-pub async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Result<Admitted, Status> {
+pub(crate) async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Result<Admitted, Status> {
     let operation = match attributes.operation {
         Operation::Create => "CREATE",
         Operation::Update => "UPDATE",

@@ -7,7 +7,7 @@ use crate::api::status::StatusCause;
 
 /// The naming rule of a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
+pub(crate) enum NameRule {
     /// `NameIsDNSSubdomain`: lower-case alphanumerics, `-` and `.`, at most 253 characters.
     Dns1123Subdomain,
     /// `NameIsDNSLabel`: lower-case alphanumerics and `-`, at most 63 characters.
@@ -20,7 +20,7 @@ pub enum NameRule {
 
 impl NameRule {
     /// The rule kube-apiserver applies to `group`/`resource` names.
-    pub fn of(group: &str, resource: &str) -> NameRule {
+    pub(crate) fn of(group: &str, resource: &str) -> NameRule {
         match (group, resource) {
             ("", "namespaces") => NameRule::Dns1123Label,
             ("", "services") => NameRule::Dns1035Label,
@@ -30,7 +30,7 @@ impl NameRule {
     }
 
     /// The messages `name` violates this rule with (empty: valid).
-    pub fn violations(self, name: &str) -> Vec<String> {
+    pub(crate) fn violations(self, name: &str) -> Vec<String> {
         let mut out = Vec::new();
         match self {
             NameRule::PathSegment => return out,
@@ -81,7 +81,7 @@ impl NameRule {
 
     /// The causes for an object's `name` (or, when it has none, its `generateName` prefix, validated as
     /// upstream does: without the trailing `-`, since a random suffix follows).
-    pub fn causes(self, name: &str, generate_name: &str) -> Vec<StatusCause> {
+    pub(crate) fn causes(self, name: &str, generate_name: &str) -> Vec<StatusCause> {
         let (field, value, checked) = if name.is_empty() {
             (
                 "metadata.generateName",

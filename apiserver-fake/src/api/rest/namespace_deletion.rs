@@ -27,7 +27,7 @@ use crate::store::{GroupResource, ObjectKey, Preconditions, StoreError, resource
 const UPDATE_ATTEMPTS: usize = 5;
 
 /// The conflict upstream answers to a `DELETE` of a namespace that is still being emptied.
-pub const STILL_TERMINATING: &str = "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.";
+pub(crate) const STILL_TERMINATING: &str = "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.";
 
 fn non_empty(object: &Value, pointer: &str) -> bool {
     object
@@ -37,13 +37,13 @@ fn non_empty(object: &Value, pointer: &str) -> bool {
 }
 
 /// Whether the namespace still has `spec.finalizers` (the namespace controller has not finalized it).
-pub fn has_spec_finalizers(namespace: &Value) -> bool {
+pub(crate) fn has_spec_finalizers(namespace: &Value) -> bool {
     non_empty(namespace, "/spec/finalizers")
 }
 
 /// Upstream's `ShouldDeleteNamespaceDuringUpdate`: a namespace being deleted goes once its
 /// `spec.finalizers` and `metadata.finalizers` are both empty.
-pub fn should_delete_during_update(namespace: &Value) -> bool {
+pub(crate) fn should_delete_during_update(namespace: &Value) -> bool {
     namespace.pointer("/metadata/deletionTimestamp").is_some()
         && !has_spec_finalizers(namespace)
         && !non_empty(namespace, "/metadata/finalizers")
@@ -51,7 +51,7 @@ pub fn should_delete_during_update(namespace: &Value) -> bool {
 
 /// The namespace registry's `Delete` of `key`, whose stored object is `current` (the client's
 /// preconditions already checked against it). Returns what the response shows.
-pub async fn delete(
+pub(crate) async fn delete(
     req: &RestRequest<'_>,
     key: &ObjectKey,
     mut current: Value,

@@ -31,7 +31,7 @@ const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// `generateName` + 5 random characters, as upstream's `SimpleNameGenerator` (the prefix is cut so the
 /// result stays within 63 characters).
-pub fn generate_name(prefix: &str) -> String {
+pub(crate) fn generate_name(prefix: &str) -> String {
     let mut rng = rand::rng();
     let mut prefix: String = prefix.to_owned();
     let max_prefix = 63 - 5;
@@ -60,7 +60,7 @@ fn reorder(map: &mut Map<String, Value>, first: &[&str]) {
 }
 
 /// Sets `apiVersion` and `kind` and orders keys as upstream serialises them.
-pub fn present(mut object: Value, api_version: &str, kind: &str) -> Value {
+pub(crate) fn present(mut object: Value, api_version: &str, kind: &str) -> Value {
     if let Value::Object(map) = &mut object {
         map.insert("kind".to_owned(), Value::String(kind.to_owned()));
         map.insert("apiVersion".to_owned(), Value::String(api_version.to_owned()));
@@ -74,7 +74,7 @@ pub fn present(mut object: Value, api_version: &str, kind: &str) -> Value {
 
 /// An item of a typed list: built-in lists carry no `apiVersion`/`kind` on items (Go's empty TypeMeta
 /// is omitted), custom resource lists do (unstructured items keep theirs).
-pub fn present_list_item(object: Value, api_version: &str, kind: &str, custom: bool) -> Value {
+pub(crate) fn present_list_item(object: Value, api_version: &str, kind: &str, custom: bool) -> Value {
     let mut object = present(object, api_version, kind);
     if !custom && let Value::Object(map) = &mut object {
         map.remove("kind");
@@ -84,7 +84,7 @@ pub fn present_list_item(object: Value, api_version: &str, kind: &str, custom: b
 }
 
 /// `metadata.<field>` as a string (empty when absent).
-pub fn meta_str<'a>(object: &'a Value, field: &str) -> &'a str {
+pub(crate) fn meta_str<'a>(object: &'a Value, field: &str) -> &'a str {
     object
         .get("metadata")
         .and_then(|m| m.get(field))
@@ -94,7 +94,7 @@ pub fn meta_str<'a>(object: &'a Value, field: &str) -> &'a str {
 
 /// Drops the `omitempty` metadata fields a patch left empty (`labels: {}`, `finalizers: []`): Go decodes
 /// them into empty values that its JSON encoder then leaves out, so a real server never returns them.
-pub fn drop_empty_metadata(object: &mut Value) {
+pub(crate) fn drop_empty_metadata(object: &mut Value) {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         metadata.retain(|key, value| {
             let omitempty = matches!(
@@ -114,7 +114,7 @@ pub fn drop_empty_metadata(object: &mut Value) {
 
 /// The `metadata` map of an object (created when missing). Callers pass objects already checked to be
 /// JSON objects; anything else is left untouched and yields a detached map.
-pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
+pub(crate) fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
     let map = object.as_object_mut()?;
     let metadata = map.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
     if !metadata.is_object() {
@@ -125,7 +125,7 @@ pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
 
 /// Sets `value` at `path`, turning anything in the way that is not a JSON object into one (never
 /// panics, unlike `IndexMut` on non-objects).
-pub fn set_in(object: &mut Value, path: &[&str], value: Value) {
+pub(crate) fn set_in(object: &mut Value, path: &[&str], value: Value) {
     let Some((last, parents)) = path.split_last() else {
         *object = value;
         return;
@@ -149,7 +149,10 @@ pub fn set_in(object: &mut Value, path: &[&str], value: Value) {
 /// The create handler's namespace rule (`EnsureObjectNamespaceMatchesRequestNamespace` then
 /// `ExpectedNamespaceForScope`): an empty object namespace takes the request's, a different one is 400;
 /// cluster-scoped objects lose any namespace.
-pub fn reconcile_create_namespace(object: &mut Value, request_namespace: Option<&str>) -> Result<(), Status> {
+pub(crate) fn reconcile_create_namespace(
+    object: &mut Value,
+    request_namespace: Option<&str>,
+) -> Result<(), Status> {
     let object_namespace = meta_str(object, "namespace").to_owned();
     let Some(metadata) = metadata_mut(object) else {
         return Ok(());
@@ -171,7 +174,7 @@ pub fn reconcile_create_namespace(object: &mut Value, request_namespace: Option<
 
 /// The update/patch handler's `checkName`: the object's name must equal the URL's, and a set namespace
 /// must equal the request's.
-pub fn check_update_name(
+pub(crate) fn check_update_name(
     object: &mut Value,
     name: &str,
     request_namespace: Option<&str>,
@@ -196,7 +199,7 @@ pub fn check_update_name(
 
 /// The create/update handlers' check of the body's `apiVersion` against the URL's group/version
 /// (a missing one defaults to the URL's, as the decoder does).
-pub fn check_type_meta(object: &Value, api_version: &str, kind: &str) -> Result<(), Status> {
+pub(crate) fn check_type_meta(object: &Value, api_version: &str, kind: &str) -> Result<(), Status> {
     if let Some(found) = object
         .get("apiVersion")
         .and_then(Value::as_str)

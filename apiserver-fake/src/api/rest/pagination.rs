@@ -21,7 +21,7 @@ use crate::api::status::Status;
 
 /// The decoded `continue` parameter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContinueToken {
+pub(crate) struct ContinueToken {
     /// Always `meta.k8s.io/v1`.
     #[serde(rename = "v")]
     pub api_version: String,
@@ -35,7 +35,7 @@ pub struct ContinueToken {
 
 impl ContinueToken {
     /// A token continuing after `last_key` of a list at `resource_version`.
-    pub fn after(last_key: &str, resource_version: u64) -> Self {
+    pub(crate) fn after(last_key: &str, resource_version: u64) -> Self {
         Self {
             api_version: "meta.k8s.io/v1".to_owned(),
             resource_version,
@@ -44,12 +44,12 @@ impl ContinueToken {
     }
 
     /// The opaque string sent to clients.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         BASE64URL_NOPAD.encode(&serde_json::to_vec(self).unwrap_or_default())
     }
 
     /// Decodes a client's token; malformed ones are upstream's 400 `invalid continue token`.
-    pub fn decode(token: &str) -> Result<Self, Status> {
+    pub(crate) fn decode(token: &str) -> Result<Self, Status> {
         let invalid = |why: &str| Status::bad_request(format!("invalid continue token: {why}"));
         let bytes = BASE64URL_NOPAD
             .decode(token.trim_end_matches('=').as_bytes())

@@ -14,7 +14,7 @@ use crate::store::{ObjectKey, StorageResource, StoreError};
 
 /// Why a binding's parameters could not be collected (upstream's configuration errors).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ParamError {
+pub(crate) enum ParamError {
     /// The policy's `paramKind` names no served kind: `failed to configure policy: …`.
     Policy(String),
     /// The binding's `paramRef` cannot be used: `failed to configure binding: …`.
@@ -52,7 +52,7 @@ async fn resource_of(
 /// else the objects `paramRef` names (by `name`, or by `selector`, in `namespace` or the request's for a
 /// namespaced kind); none found is an error under `parameterNotFoundAction: Deny`, no evaluation under
 /// `Allow`.
-pub async fn collect(
+pub(crate) async fn collect(
     req: &RestRequest<'_>,
     policy: &Value,
     binding: &Value,
@@ -128,7 +128,7 @@ pub async fn collect(
 
 impl ParamError {
     /// Upstream's `PolicyError` text for this error of `policy` (and `binding`, for a binding's error).
-    pub fn message(&self, policy: &str, binding: &str) -> String {
+    pub(crate) fn message(&self, policy: &str, binding: &str) -> String {
         match self {
             Self::Policy(error) => {
                 format!("policy {policy:?} denied request: failed to configure policy: {error}")

@@ -22,7 +22,7 @@ use crate::store::StoreError;
 
 /// The label/field/name filter of a list, watch or deletecollection.
 #[derive(Debug, Clone, Default)]
-pub struct Selection {
+pub(crate) struct Selection {
     labels: LabelSelector,
     fields: FieldSelector,
     name: Option<String>,
@@ -30,7 +30,7 @@ pub struct Selection {
 
 impl Selection {
     /// Parses `labelSelector`/`fieldSelector` and the name a watch path pins.
-    pub fn from_request(req: &RestRequest<'_>) -> Result<Self, Status> {
+    pub(crate) fn from_request(req: &RestRequest<'_>) -> Result<Self, Status> {
         let labels = LabelSelector::parse(req.query.get("labelSelector").unwrap_or_default())?;
         let fields = FieldSelector::parse(
             req.query.get("fieldSelector").unwrap_or_default(),
@@ -42,12 +42,12 @@ impl Selection {
     }
 
     /// Whether nothing is filtered.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.fields.is_empty() && self.name.is_none()
     }
 
     /// Whether `object` is selected.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         self.name
             .as_deref()
             .is_none_or(|n| object::meta_str(object, "name") == n)
@@ -57,7 +57,7 @@ impl Selection {
 }
 
 /// `metadata` of a list: `resourceVersion`, then `continue` and `remainingItemCount` when chunked.
-pub fn list_metadata(revision: u64, next: Option<String>, remaining: Option<u64>) -> Value {
+pub(crate) fn list_metadata(revision: u64, next: Option<String>, remaining: Option<u64>) -> Value {
     let mut metadata = Map::new();
     metadata.insert("resourceVersion".to_owned(), json!(revision.to_string()));
     if let Some(next) = next {
@@ -71,13 +71,13 @@ pub fn list_metadata(revision: u64, next: Option<String>, remaining: Option<u64>
 
 /// Renders a list in the negotiated format: `<Kind>List` (items without TypeMeta for built-ins),
 /// `Table`, or `PartialObjectMetadataList`.
-pub fn render_list(req: &RestRequest<'_>, metadata: Value, items: Vec<Value>) -> Value {
+pub(crate) fn render_list(req: &RestRequest<'_>, metadata: Value, items: Vec<Value>) -> Value {
     ListRenderer::new(req).render(metadata, items)
 }
 
 /// A 200 with [`render_list`]'s list, rendered and encoded where the request deadline can interrupt
 /// it when the list is large.
-pub async fn respond_list(
+pub(crate) async fn respond_list(
     req: &RestRequest<'_>,
     metadata: Value,
     items: Vec<Value>,
@@ -161,7 +161,7 @@ const BLOCKING_RENDER_ITEMS: usize = 500;
 const MAX_RANGE_LIMIT: usize = 10_000;
 
 /// Renders one object in the negotiated format.
-pub fn render_object(req: &RestRequest<'_>, object: Value) -> Value {
+pub(crate) fn render_object(req: &RestRequest<'_>, object: Value) -> Value {
     let object = req.present(object);
     match req.format.transform {
         Transform::Table => table_for_object(
@@ -176,7 +176,7 @@ pub fn render_object(req: &RestRequest<'_>, object: Value) -> Value {
 }
 
 /// `GET .../<name>` (and `.../<name>/status`, which returns the whole object as upstream).
-pub async fn get(req: &RestRequest<'_>) -> Result<Response, Status> {
+pub(crate) async fn get(req: &RestRequest<'_>) -> Result<Response, Status> {
     list_options::resource_version(&req.query, ReadPath::WatchCache)?;
     let object = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     Ok(req.respond(StatusCode::OK, &render_object(req, object)))
@@ -189,7 +189,7 @@ const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old 
      modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// `GET` on a collection.
-pub async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
+pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let selection = Selection::from_request(req)?;
     let limit = list_options::int64(&req.query, "limit")?.unwrap_or(0);
     list_options::int64(&req.query, "timeoutSeconds")?;

@@ -33,7 +33,7 @@ const ATTEMPTS: usize = 5;
 
 /// Whether `resource` has a scale subresource the fake serves (the built-in workloads, and custom
 /// resources whose CRD declares one).
-pub fn served_for(resource: &super::ResourceInfo) -> bool {
+pub(crate) fn served_for(resource: &super::ResourceInfo) -> bool {
     if resource.custom {
         return resource.subresources.iter().any(|s| s.name == "scale");
     }
@@ -44,13 +44,13 @@ pub fn served_for(resource: &super::ResourceInfo) -> bool {
 }
 
 /// Whether the request addresses a scale subresource the fake serves.
-pub fn serves(req: &RestRequest<'_>) -> bool {
+pub(crate) fn serves(req: &RestRequest<'_>) -> bool {
     req.info.subresource == "scale" && served_for(&req.resource)
 }
 
 /// How a custom resource's fields map to its `Scale` (the CRD version's `subresources.scale`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomScale {
+pub(crate) struct CustomScale {
     /// `specReplicasPath` as path segments (`.spec.replicas` → `["spec", "replicas"]`).
     pub spec_replicas: Vec<String>,
     /// `statusReplicasPath`.
@@ -61,7 +61,7 @@ pub struct CustomScale {
 
 impl CustomScale {
     /// The scale mapping of `version` in `crd` (per-version `subresources`, else the top-level ones).
-    pub fn of_crd(crd: &Value, version: &str) -> Option<Self> {
+    pub(crate) fn of_crd(crd: &Value, version: &str) -> Option<Self> {
         let scale = crate::api::catalog::crd_version_field(crd, version, "subresources")?.get("scale")?;
         let path = |field: &str| {
             scale
@@ -90,7 +90,7 @@ impl CustomScale {
     }
 
     /// The `Scale` of custom resource `parent`.
-    pub fn scale_of(&self, parent: &Value) -> Value {
+    pub(crate) fn scale_of(&self, parent: &Value) -> Value {
         let replicas = |path: &[String]| Self::lookup(parent, path).and_then(Value::as_i64).unwrap_or(0);
         let mut scale = json!({
             "kind": "Scale",
@@ -179,7 +179,7 @@ fn scale_metadata(parent: &Value) -> serde_json::Map<String, Value> {
 }
 
 /// The `Scale` of `parent`.
-pub fn scale_of(parent: &Value) -> Value {
+pub(crate) fn scale_of(parent: &Value) -> Value {
     let scale_metadata = scale_metadata(parent);
     // ReplicationControllers select by a plain map; the others by a LabelSelector.
     let selector = match parent.pointer("/spec/selector") {
@@ -205,7 +205,7 @@ pub fn scale_of(parent: &Value) -> Value {
 }
 
 /// GET, PUT or PATCH on `…/<name>/scale`.
-pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let storage = req.resource.storage();
     let mapping = Mapping::of(req).await?;
     let current = req.ctx.store.get(&storage, &req.key()).await?;

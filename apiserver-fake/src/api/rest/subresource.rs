@@ -37,7 +37,7 @@ use crate::store::{GroupResource, ObjectKey, StorageResource, StoreError};
 
 /// The subresources whose reads return the parent object and whose writes go through the generic
 /// update and patch handlers, changing only what [`merge_write`] takes from the request.
-pub fn is_object_view(resource: &ResourceInfo, subresource: &str) -> bool {
+pub(crate) fn is_object_view(resource: &ResourceInfo, subresource: &str) -> bool {
     !resource.custom
         && matches!(
             (resource.group.as_str(), resource.resource.as_str(), subresource),
@@ -49,7 +49,7 @@ pub fn is_object_view(resource: &ResourceInfo, subresource: &str) -> bool {
 
 /// Whether the fake answers `subresource` of `resource` in [`handle`] (the actions and the
 /// connections to kubelets and endpoints).
-pub fn is_action(resource: &ResourceInfo, subresource: &str) -> bool {
+pub(crate) fn is_action(resource: &ResourceInfo, subresource: &str) -> bool {
     !resource.custom
         && resource.group.is_empty()
         && matches!(
@@ -62,7 +62,7 @@ pub fn is_action(resource: &ResourceInfo, subresource: &str) -> bool {
 }
 
 /// Serves an [`is_action`] subresource.
-pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     match (req.resource.resource.as_str(), req.info.subresource.as_str()) {
         ("pods", "binding") => bind(req, body).await,
         ("pods", "eviction") => evict(req, body).await,
@@ -136,7 +136,7 @@ pub async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Statu
 
 /// The object an [`is_object_view`] write produces: the stored object with only the fields the
 /// subresource's strategy takes from `incoming` (and the client's resourceVersion precondition).
-pub fn merge_write(req: &RestRequest<'_>, current: &Value, incoming: &Value) -> Result<Value, Status> {
+pub(crate) fn merge_write(req: &RestRequest<'_>, current: &Value, incoming: &Value) -> Result<Value, Status> {
     let mut next = current.clone();
     match (req.resource.resource.as_str(), req.info.subresource.as_str()) {
         ("pods", "ephemeralcontainers") => {

@@ -384,7 +384,7 @@ fn configuration_refusal(req: &RestRequest<'_>, name: &str, messages: &[String])
 /// Admits a create (`old` is `None`) or update of `object`: `Ok` with the warnings of `Warn` bindings,
 /// or the denial of the first `Deny` binding whose policy's validation failed. Audit annotations are
 /// recorded on the request on success and denial alike.
-pub async fn admit(
+pub(crate) async fn admit(
     req: &RestRequest<'_>,
     object: &Value,
     old: Option<&Value>,

@@ -139,7 +139,7 @@ fn watch_timeout(req: &RestRequest<'_>) -> Result<Duration, Status> {
 }
 
 /// Serves a watch.
-pub async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
+pub(crate) async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
     if req.format.encoding != Encoding::Json {
         return Err(Status::not_acceptable(&["application/json"]));
     }

@@ -385,7 +385,7 @@ pub(super) fn with_warnings(mut response: Response, warnings: &[String]) -> Resp
 }
 
 /// POST on a collection.
-pub async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+pub(crate) async fn create(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let body = read_body(body).await?;
     let mut object = decode_body(&req.headers, &body, req.resource.custom)?;
     check_type_meta(&object, &req.resource.api_version(), &req.resource.kind)?;
@@ -714,7 +714,7 @@ async fn write(req: &RestRequest<'_>, next: Value, expected: Option<u64>) -> Res
 }
 
 /// PUT on an object (or its status).
-pub async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+pub(crate) async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     req.query.dry_run()?;
     let body = read_body(body).await?;
     let mut object = decode_body(&req.headers, &body, req.resource.custom)?;
@@ -783,7 +783,7 @@ async fn admit_update(
 }
 
 /// PATCH on an object (or its status).
-pub async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
+pub(crate) async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     req.query.dry_run()?;
     let patch_type =
         PatchType::from_content_type(content_type(&req.headers).as_deref(), req.resource.custom)?;

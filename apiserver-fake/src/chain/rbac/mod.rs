@@ -16,7 +16,7 @@
 //! `rbac.authorization.kubernetes.io/autoupdate: "true"`). Every server bootstraps them, whatever its
 //! `--authorization-mode`, as kube-apiserver does (its post-start hook comes with the RBAC API group).
 
-pub mod policy;
+pub(crate) mod policy;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +32,7 @@ use crate::controllers::informer::run_informer;
 use crate::store::{ObjectKey, StorageResource, Store, StoreError};
 
 /// The API group of RBAC objects.
-pub const GROUP: &str = "rbac.authorization.k8s.io";
+pub(crate) const GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The bootstrap policy kube-apiserver creates, in the project's compact form (see the module docs).
 const BOOTSTRAP: &str = include_str!("../../../catalog/rbac-bootstrap.json");
@@ -70,7 +70,7 @@ fn resource(plural: &str) -> StorageResource {
 }
 
 /// The bootstrap ClusterRoles and ClusterRoleBindings as API objects.
-pub fn bootstrap_objects() -> (Vec<Value>, Vec<Value>) {
+pub(crate) fn bootstrap_objects() -> (Vec<Value>, Vec<Value>) {
     let data: Value = serde_json::from_str(BOOTSTRAP).unwrap_or_default();
     let list = |key: &str| {
         data.get(key)
@@ -138,7 +138,11 @@ type Lists = [Option<Vec<Value>>; 4];
 
 /// Bootstraps the policy, then keeps `rbac`'s snapshot equal to the store and aggregated
 /// ClusterRoles' rules written (see the module docs), until `cancel`.
-pub async fn run_controller(store: Arc<dyn Store>, rbac: Arc<RbacAuthorizer>, cancel: CancellationToken) {
+pub(crate) async fn run_controller(
+    store: Arc<dyn Store>,
+    rbac: Arc<RbacAuthorizer>,
+    cancel: CancellationToken,
+) {
     bootstrap(store.as_ref(), &cancel).await;
     rbac.bootstrapped.store(true, Ordering::Release);
     let (lists_tx, mut lists) = watch::channel::<Lists>(Default::default());

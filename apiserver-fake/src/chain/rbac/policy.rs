@@ -70,7 +70,7 @@ impl PolicyRule {
 
 /// A `subjects` entry of a binding.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Subject {
+pub(crate) struct Subject {
     /// `User`, `Group` or `ServiceAccount`.
     pub kind: String,
     /// The user, group or service account name.
@@ -114,7 +114,7 @@ impl Subject {
 
 /// A binding's `roleRef`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct RoleRef {
+pub(crate) struct RoleRef {
     /// `Role` or `ClusterRole`.
     pub kind: String,
     /// The role's name.
@@ -123,7 +123,7 @@ pub struct RoleRef {
 
 /// A RoleBinding (with its namespace) or a ClusterRoleBinding (namespace empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Binding {
+pub(crate) struct Binding {
     /// The binding's name (named in the reason an allowed review gives).
     pub name: String,
     /// The binding's namespace; empty for a ClusterRoleBinding.
@@ -136,14 +136,14 @@ pub struct Binding {
 
 /// A ClusterRole's `aggregationRule` (its `matchLabels` selectors).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Aggregation {
+pub(crate) struct Aggregation {
     /// One map of required labels per selector; a role matching any selector is aggregated.
     pub selectors: Vec<HashMap<String, String>>,
 }
 
 /// A ClusterRole as the policy needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ClusterRole {
+pub(crate) struct ClusterRole {
     /// Its labels (what aggregation selects on).
     pub labels: HashMap<String, String>,
     /// Its own rules.
@@ -154,7 +154,7 @@ pub struct ClusterRole {
 
 /// Everything RBAC decides with: roles, cluster roles and bindings as the store holds them.
 #[derive(Debug, Clone, Default)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// Roles by `(namespace, name)`.
     pub roles: HashMap<(String, String), Vec<PolicyRule>>,
     /// Cluster roles by name, their aggregated rules already merged in.
@@ -184,7 +184,7 @@ fn string_map(value: Option<&Value>) -> HashMap<String, String> {
 }
 
 /// A ClusterRole object as the policy sees it.
-pub fn cluster_role(object: &Value) -> ClusterRole {
+pub(crate) fn cluster_role(object: &Value) -> ClusterRole {
     let aggregation = object.get("aggregationRule").map(|rule| Aggregation {
         selectors: rule
             .get("clusterRoleSelectors")
@@ -205,7 +205,7 @@ pub fn cluster_role(object: &Value) -> ClusterRole {
 }
 
 /// A binding object (`namespace` empty for ClusterRoleBindings); `None` when it has no usable roleRef.
-pub fn binding(object: &Value) -> Option<Binding> {
+pub(crate) fn binding(object: &Value) -> Option<Binding> {
     Some(Binding {
         name: name_of(object),
         namespace: object
@@ -231,7 +231,7 @@ fn name_of(object: &Value) -> String {
 
 /// The rules `role`'s aggregation rule selects from `roles` (its own excluded), in name order, each
 /// once: what kube-controller-manager's clusterrole-aggregation controller writes into it.
-pub fn aggregated_rules(
+pub(crate) fn aggregated_rules(
     name: &str,
     aggregation: &Aggregation,
     roles: &HashMap<String, ClusterRole>,
@@ -261,7 +261,7 @@ pub fn aggregated_rules(
 
 impl Policy {
     /// The policy of these objects (each list as the store returns it).
-    pub fn from_objects(
+    pub(crate) fn from_objects(
         roles: &[Value],
         cluster_roles: &[Value],
         role_bindings: &[Value],
@@ -357,7 +357,7 @@ impl Policy {
     /// RBAC's decision: `Ok` with upstream's reason (`RBAC: allowed by ClusterRoleBinding "x" of
     /// ClusterRole "y" to Group "z"`) when a rule bound to `user` allows the request; otherwise the
     /// reason (`RBAC: <errors>` when a binding names a role that does not exist, else empty).
-    pub fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Result<String, String> {
+    pub(crate) fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Result<String, String> {
         let mut errors = Vec::new();
         for (binding, subject, rules) in self.bound_rules(user, &info.namespace) {
             match rules {
@@ -376,7 +376,7 @@ impl Policy {
     /// Every rule bound to `user` in `namespace` (cluster-wide bindings' too), in visiting order, and
     /// the aggregated error of bindings whose role does not exist (`DefaultRuleResolver.RulesFor`, what
     /// a `SelfSubjectRulesReview` lists).
-    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Option<String>) {
+    pub(crate) fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Option<String>) {
         let mut found = Vec::new();
         let mut errors = Vec::new();
         for (_, _, rules) in self.bound_rules(user, namespace) {

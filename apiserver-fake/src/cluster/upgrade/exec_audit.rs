@@ -22,11 +22,11 @@ use super::ledger::{Answer, RequestKind, RequestRecord, ServedByVersion, UpInter
 use super::report::is_false_404;
 
 /// The user agent of the simulator's own clients (writers, watchers, inventory).
-pub const LOAD_USER_AGENT: &str = "upgrade-sim";
+pub(crate) const LOAD_USER_AGENT: &str = "upgrade-sim";
 
 /// The audit policy of an `--exec` run: every request at `Metadata` once it is answered, except the
 /// servers' own calls to each other and health checks (the load balancer's `/readyz`).
-pub const POLICY: &str = "\
+pub(crate) const POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -40,7 +40,7 @@ rules:
 
 /// What one user agent's requests got in a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct AgentRequests {
+pub(crate) struct AgentRequests {
     /// Requests (a watch counted once, by its first answer).
     pub requests: usize,
     /// By HTTP code.
@@ -51,7 +51,7 @@ pub struct AgentRequests {
 
 /// Where a run's servers write their audit logs.
 #[derive(Debug, Clone)]
-pub struct AuditFiles {
+pub(crate) struct AuditFiles {
     policy: PathBuf,
     dir: PathBuf,
 }
@@ -60,7 +60,7 @@ impl AuditFiles {
     /// Writes the policy into `out` and makes an empty log directory for the run with the proxy
     /// `mvp` (a previous invocation's logs are removed). Paths are absolute, so they mean the same
     /// inside a container that mounts `out` at its own path.
-    pub fn prepare(out: &Path, mvp: bool) -> anyhow::Result<Self> {
+    pub(crate) fn prepare(out: &Path, mvp: bool) -> anyhow::Result<Self> {
         let out = std::path::absolute(out).with_context(|| format!("{}", out.display()))?;
         let policy = out.join("audit-policy.yaml");
         std::fs::write(&policy, POLICY).with_context(|| format!("failed to write {}", policy.display()))?;
@@ -73,7 +73,7 @@ impl AuditFiles {
     }
 
     /// The audit flags of server `name`.
-    pub fn flags(&self, name: &str) -> [String; 2] {
+    pub(crate) fn flags(&self, name: &str) -> [String; 2] {
         [
             format!("--audit-policy-file={}", self.policy.display()),
             format!("--audit-log-path={}", self.log(name).display()),
@@ -86,7 +86,7 @@ impl AuditFiles {
 
     /// Reads every server's log and counts the requests of every user agent but the simulator's.
     /// `started` is the wall-clock time of the run's clock zero.
-    pub fn judge(
+    pub(crate) fn judge(
         &self,
         names: &[String],
         started: time::OffsetDateTime,
@@ -177,7 +177,7 @@ fn record_of(events: &[(usize, Value)], started: time::OffsetDateTime) -> Option
 }
 
 /// `report.md`'s lines for one run: a line per user agent.
-pub fn markdown(agents: &BTreeMap<String, AgentRequests>) -> String {
+pub(crate) fn markdown(agents: &BTreeMap<String, AgentRequests>) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     if agents.is_empty() {

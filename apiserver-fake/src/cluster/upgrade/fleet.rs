@@ -14,7 +14,7 @@ use crate::cluster::{Cluster, MemberSpec, launch_cluster};
 
 /// A run's servers.
 #[derive(Debug)]
-pub enum Fleet {
+pub(crate) enum Fleet {
     /// In this process.
     InProcess(Box<Cluster>),
     /// Separate processes on etcd.
@@ -23,7 +23,7 @@ pub enum Fleet {
 
 impl Fleet {
     /// Starts `members` in this process, each ready and every proxy knowing its peers.
-    pub async fn in_process(members: Vec<MemberSpec>) -> anyhow::Result<Self> {
+    pub(crate) async fn in_process(members: Vec<MemberSpec>) -> anyhow::Result<Self> {
         let cluster = launch_cluster(None, members, 0).await?;
         cluster
             .wait_until_peers_know_each_other(Duration::from_secs(10))
@@ -33,7 +33,7 @@ impl Fleet {
 
     /// Starts `members` as processes of this binary on `backend` under `prefix`, each ready (a ready
     /// server's peers have fetched its discovery).
-    pub async fn processes(
+    pub(crate) async fn processes(
         members: Vec<MemberSpec>,
         backend: EtcdBackend,
         prefix: &str,
@@ -47,7 +47,7 @@ impl Fleet {
     /// each ready; `mounts` are absolute paths the servers' flags name besides the cluster's
     /// directory. Stopped with `docker stop` (`docker kill` with `--crash`), started again as new
     /// containers.
-    pub async fn containers(
+    pub(crate) async fn containers(
         members: Vec<MemberSpec>,
         prefix: &str,
         mounts: Vec<std::path::PathBuf>,
@@ -67,7 +67,7 @@ impl Fleet {
     }
 
     /// Where the cluster's files are.
-    pub fn dir(&self) -> &std::path::Path {
+    pub(crate) fn dir(&self) -> &std::path::Path {
         match self {
             Self::InProcess(c) => &c.dir,
             Self::Processes(c) => c.dir(),
@@ -75,7 +75,7 @@ impl Fleet {
     }
 
     /// The cluster's PKI.
-    pub fn pki(&self) -> &certs::Pki {
+    pub(crate) fn pki(&self) -> &certs::Pki {
         match self {
             Self::InProcess(c) => c.pki(),
             Self::Processes(c) => c.pki(),
@@ -83,7 +83,7 @@ impl Fleet {
     }
 
     /// Every server's name and address, in order.
-    pub fn backends(&self) -> anyhow::Result<Vec<(String, SocketAddr)>> {
+    pub(crate) fn backends(&self) -> anyhow::Result<Vec<(String, SocketAddr)>> {
         match self {
             Self::InProcess(c) => Ok(c
                 .servers
@@ -99,7 +99,7 @@ impl Fleet {
     }
 
     /// Stops server `index` (`name`) gracefully, or kills it with `crash`; returns its port.
-    pub async fn stop(&mut self, index: usize, name: &str, crash: bool) -> anyhow::Result<u16> {
+    pub(crate) async fn stop(&mut self, index: usize, name: &str, crash: bool) -> anyhow::Result<u16> {
         match self {
             Self::InProcess(c) => c.stop_member(index, crash).await,
             Self::Processes(c) => {
@@ -116,7 +116,7 @@ impl Fleet {
 
     /// Starts server `index` again as `member` (its new version), on `port` when it can, and waits
     /// until it is ready; returns its address.
-    pub async fn start_again(
+    pub(crate) async fn start_again(
         &mut self,
         index: usize,
         member: MemberSpec,
@@ -142,7 +142,7 @@ impl Fleet {
     }
 
     /// Stops every server (and the private etcd).
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         match self {
             Self::InProcess(c) => (*c).shutdown().await,
             Self::Processes(c) => (*c).shutdown().await,

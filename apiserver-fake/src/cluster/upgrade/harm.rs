@@ -38,16 +38,16 @@ use crate::cluster::AdminClient;
 use crate::cluster::controller_manager::InProcessControllerManager;
 
 /// Where the owners' dependents live (never deleted during a run).
-pub const HARM_NAMESPACE: &str = "upgrade-harm";
+pub(crate) const HARM_NAMESPACE: &str = "upgrade-harm";
 
 /// ConfigMaps each owner owns.
-pub const DEPENDENTS_PER_OWNER: usize = 2;
+pub(crate) const DEPENDENTS_PER_OWNER: usize = 2;
 
 /// A deleted namespace not gone after this long is stuck (the threshold).
-pub const STUCK_AFTER: Duration = Duration::from_secs(30);
+pub(crate) const STUCK_AFTER: Duration = Duration::from_secs(30);
 
 /// How often the simulator's controller manager re-reads discovery.
-pub const DISCOVERY_PERIOD: Duration = Duration::from_secs(2);
+pub(crate) const DISCOVERY_PERIOD: Duration = Duration::from_secs(2);
 
 /// Pause between two owners.
 const OWNER_EVERY: Duration = Duration::from_millis(150);
@@ -67,7 +67,7 @@ const ROLE_LABEL: &str = "upgrade-sim/harm";
 
 /// The three counts of a run, in `report.json` beside the clients' counts.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct HarmCounts {
+pub(crate) struct HarmCounts {
     /// Dependents the garbage collector deleted while their owner existed.
     pub dependents_wrongly_deleted: usize,
     /// Deleted namespaces not gone within 30 s.
@@ -78,7 +78,7 @@ pub struct HarmCounts {
 
 /// What the workload did in a run (`report.json`'s `harm_workload`).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct HarmWorkload {
+pub(crate) struct HarmWorkload {
     /// The owners' resources (`resource.group/version`).
     pub owner_resources: Vec<String>,
     /// Owners created.
@@ -93,7 +93,7 @@ pub struct HarmWorkload {
 
 /// A moment on the timeline where harm happened.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HarmMark {
+pub(crate) struct HarmMark {
     /// Seconds since the run started.
     pub at: f64,
     /// What happened.
@@ -102,7 +102,7 @@ pub struct HarmMark {
 
 /// The three harms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HarmKind {
+pub(crate) enum HarmKind {
     /// A dependent seen gone while its owner existed.
     WronglyDeleted,
     /// A namespace still there 30 s after its deletion (marked then).
@@ -113,7 +113,7 @@ pub enum HarmKind {
 
 /// What a run's harm amounted to.
 #[derive(Debug, Clone, Default)]
-pub struct HarmOutcome {
+pub(crate) struct HarmOutcome {
     /// The counts.
     pub counts: HarmCounts,
     /// The workload.
@@ -152,7 +152,7 @@ struct State {
 }
 
 /// The workload of one run, and what it saw.
-pub struct Harm {
+pub(crate) struct Harm {
     load: Arc<Load>,
     owner_targets: Vec<TargetResource>,
     /// Owner resources the new version does not serve: not read back at the end.
@@ -193,7 +193,7 @@ fn collection(target: &TargetResource, namespace: &str) -> String {
 }
 
 /// The owner resources of `plan`: those only the new version serves, else those only the old one does.
-pub fn owner_targets(plan: &Plan) -> Vec<TargetResource> {
+pub(crate) fn owner_targets(plan: &Plan) -> Vec<TargetResource> {
     let Ok(new) = plan.served(plan.to, true) else {
         return Vec::new();
     };
@@ -220,7 +220,7 @@ pub fn owner_targets(plan: &Plan) -> Vec<TargetResource> {
 
 /// Writes `DIR/cluster.kubeconfig` for the balancer at `url` and starts the controller manager
 /// through it (every controller, upstream's settings but [`DISCOVERY_PERIOD`]).
-pub async fn start_controller_manager(
+pub(crate) async fn start_controller_manager(
     dir: &Path,
     pki: &certs::Pki,
     url: &str,
@@ -238,7 +238,7 @@ pub async fn start_controller_manager(
 }
 
 /// `DIR/cluster.kubeconfig`, pointing at the balancer's `url`.
-pub fn balancer_kubeconfig(dir: &Path, pki: &certs::Pki, url: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn balancer_kubeconfig(dir: &Path, pki: &certs::Pki, url: &str) -> anyhow::Result<PathBuf> {
     let kubeconfig = dir.join("cluster.kubeconfig");
     pki.write_kubeconfig(&kubeconfig, url, "cluster")
         .context("failed to write the load balancer's kubeconfig")?;
@@ -247,7 +247,7 @@ pub fn balancer_kubeconfig(dir: &Path, pki: &certs::Pki, url: &str) -> anyhow::R
 
 impl Harm {
     /// The workload of `plan`, sending through `load`.
-    pub fn new(plan: &Plan, load: Arc<Load>) -> Self {
+    pub(crate) fn new(plan: &Plan, load: Arc<Load>) -> Self {
         let fillers = plan
             .targets
             .iter()
@@ -336,7 +336,7 @@ impl Harm {
     }
 
     /// Creates owners and their dependents until `cancel` fires.
-    pub async fn run_owners(self: Arc<Self>, cancel: CancellationToken) {
+    pub(crate) async fn run_owners(self: Arc<Self>, cancel: CancellationToken) {
         let mut client = self.load.client();
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HARM_NAMESPACE}});
         // The namespace first (409 if a previous attempt made it).
@@ -430,7 +430,7 @@ impl Harm {
     }
 
     /// Creates, fills and deletes namespaces until `cancel` fires.
-    pub async fn run_namespaces(self: Arc<Self>, cancel: CancellationToken) {
+    pub(crate) async fn run_namespaces(self: Arc<Self>, cancel: CancellationToken) {
         let mut n = 0usize;
         while !cancel.is_cancelled() {
             n += 1;
@@ -537,7 +537,7 @@ impl Harm {
 
     /// Watches (by polling, through the balancer) for dependents that disappear and deleted
     /// namespaces that go, until `cancel` fires.
-    pub async fn run_checks(self: Arc<Self>, cancel: CancellationToken) {
+    pub(crate) async fn run_checks(self: Arc<Self>, cancel: CancellationToken) {
         let client = self.load.client();
         while !cancel.is_cancelled() {
             self.check_once(&client, &cancel).await;
@@ -598,7 +598,7 @@ impl Harm {
     /// After the rollout (every server at the new version): waits until each deleted namespace is
     /// gone or [`STUCK_AFTER`] has passed since its deletion, looks at the dependents once more, and
     /// judges. `cancel` stops it early (what is known then is judged).
-    pub async fn finish(&self, cancel: &CancellationToken) -> HarmOutcome {
+    pub(crate) async fn finish(&self, cancel: &CancellationToken) -> HarmOutcome {
         let client = self.load.client();
         loop {
             self.check_once(&client, cancel).await;

@@ -11,7 +11,7 @@ use crate::api::catalog::KubeVersion;
 
 /// What a request was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
+pub(crate) enum RequestKind {
     /// Aggregated discovery (`/api`, `/apis`): not a resource request.
     Discovery,
     /// A list, create, update, get or delete of a resource.
@@ -22,7 +22,7 @@ pub enum RequestKind {
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// An HTTP status code.
     Status(u16),
     /// No HTTP answer: refused, reset or timed out.
@@ -30,11 +30,11 @@ pub enum Answer {
 }
 
 /// [`RequestRecord::server`] of a request that got no answer: no connection, so no server, known.
-pub const UNKNOWN_SERVER: usize = usize::MAX;
+pub(crate) const UNKNOWN_SERVER: usize = usize::MAX;
 
 /// One request as the client saw it.
 #[derive(Debug, Clone)]
-pub struct RequestRecord {
+pub(crate) struct RequestRecord {
     /// Seconds since the run started, when it was sent and when it was answered.
     pub start: f64,
     /// See `start`.
@@ -54,7 +54,7 @@ pub struct RequestRecord {
 
 /// One acknowledged write (a 2xx to a create, update or delete).
 #[derive(Debug, Clone)]
-pub struct WriteRecord {
+pub(crate) struct WriteRecord {
     /// The resource.
     pub target: TargetResource,
     /// Object name.
@@ -71,7 +71,7 @@ pub struct WriteRecord {
 
 /// A time interval during which a server was up (in the load balancer) at a version.
 #[derive(Debug, Clone, Copy)]
-pub struct UpInterval {
+pub(crate) struct UpInterval {
     /// Server index.
     pub server: usize,
     /// Its version then.
@@ -84,7 +84,7 @@ pub struct UpInterval {
 
 /// The shared record of a run.
 #[derive(Debug, Default)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     requests: Mutex<Vec<RequestRecord>>,
     writes: Mutex<Vec<WriteRecord>>,
     /// (resource label, object name, resourceVersion) of every watch event delivered.
@@ -108,7 +108,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Ledger {
     /// Records a request.
-    pub fn request(&self, record: RequestRecord) {
+    pub(crate) fn request(&self, record: RequestRecord) {
         self.count.fetch_add(1, Ordering::Relaxed);
         match record.answer {
             Answer::Status(404) => {
@@ -123,18 +123,18 @@ impl Ledger {
     }
 
     /// Records an acknowledged write.
-    pub fn write(&self, write: WriteRecord) {
+    pub(crate) fn write(&self, write: WriteRecord) {
         lock(&self.writes).push(write);
     }
 
     /// Records a delivered watch event.
-    pub fn event(&self, target: &TargetResource, name: &str, resource_version: &str) {
+    pub(crate) fn event(&self, target: &TargetResource, name: &str, resource_version: &str) {
         lock(&self.events).insert((target.label(), name.to_owned(), resource_version.to_owned()));
     }
 
     /// Records that `target`'s watcher has no watch open after resourceVersion `after` (it starts,
     /// or got 410 Gone) until [`Self::watch_gap_closed`].
-    pub fn watch_gap_opened(&self, target: &TargetResource, after: u64) {
+    pub(crate) fn watch_gap_opened(&self, target: &TargetResource, after: u64) {
         lock(&self.unwatched)
             .entry(target.label())
             .or_default()
@@ -142,7 +142,7 @@ impl Ledger {
     }
 
     /// Records that `target`'s watcher listed at `listed` and watches from there.
-    pub fn watch_gap_closed(&self, target: &TargetResource, listed: u64) {
+    pub(crate) fn watch_gap_closed(&self, target: &TargetResource, listed: u64) {
         if let Some(gap) = lock(&self.unwatched)
             .get_mut(&target.label())
             .and_then(|gaps| gaps.last_mut())
@@ -152,7 +152,7 @@ impl Ledger {
     }
 
     /// Applies `judge` to the writes, delivered events and unwatched ranges recorded so far.
-    pub fn judge_watches<T>(
+    pub(crate) fn judge_watches<T>(
         &self,
         judge: impl FnOnce(&[WriteRecord], &DeliveredEvents, &HashMap<String, Vec<(u64, u64)>>) -> T,
     ) -> T {
@@ -163,7 +163,7 @@ impl Ledger {
     }
 
     /// Marks server `server` up at `version` from `at`.
-    pub fn up(&self, server: usize, version: KubeVersion, at: f64) {
+    pub(crate) fn up(&self, server: usize, version: KubeVersion, at: f64) {
         lock(&self.up).push(UpInterval {
             server,
             version,
@@ -173,7 +173,7 @@ impl Ledger {
     }
 
     /// Marks server `server` down from `at`.
-    pub fn down(&self, server: usize, at: f64) {
+    pub(crate) fn down(&self, server: usize, at: f64) {
         for interval in lock(&self.up).iter_mut() {
             if interval.server == server && interval.until.is_none() {
                 interval.until = Some(at);
@@ -182,7 +182,7 @@ impl Ledger {
     }
 
     /// Everything recorded so far, leaving the ledger empty (later records are not judged).
-    pub fn take(&self) -> Recorded {
+    pub(crate) fn take(&self) -> Recorded {
         Recorded {
             requests: std::mem::take(&mut *lock(&self.requests)),
             writes: std::mem::take(&mut *lock(&self.writes)),
@@ -194,11 +194,11 @@ impl Ledger {
 }
 
 /// (resource label, object name, resourceVersion) of each delivered watch event.
-pub type DeliveredEvents = HashSet<(String, String, String)>;
+pub(crate) type DeliveredEvents = HashSet<(String, String, String)>;
 
 /// What a [`Ledger`] recorded.
 #[derive(Debug, Default)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     /// Every request.
     pub requests: Vec<RequestRecord>,
     /// Every acknowledged write.
@@ -213,13 +213,13 @@ pub struct Recorded {
 
 /// Which servers serve which group/version/resources, per version (the simulator's knowledge).
 #[derive(Debug, Default)]
-pub struct ServedByVersion {
+pub(crate) struct ServedByVersion {
     served: HashMap<KubeVersion, HashSet<(String, String, String)>>,
 }
 
 impl ServedByVersion {
     /// Adds what `version` serves.
-    pub fn insert(&mut self, version: KubeVersion, apis: &crate::api::catalog::ServedApis) {
+    pub(crate) fn insert(&mut self, version: KubeVersion, apis: &crate::api::catalog::ServedApis) {
         let gvrs = apis
             .gvrs()
             .map(|(g, v, r)| (g.to_owned(), v.to_owned(), r.name.clone()))
@@ -227,8 +227,9 @@ impl ServedByVersion {
         self.served.insert(version, gvrs);
     }
 
-    /// Adds one group/version/resource `version` serves.
-    pub fn add(&mut self, version: KubeVersion, (group, version_name, resource): (&str, &str, &str)) {
+    /// Adds one group/version/resource `version` serves (for tests).
+    #[cfg(test)]
+    pub(crate) fn add(&mut self, version: KubeVersion, (group, version_name, resource): (&str, &str, &str)) {
         self.served.entry(version).or_default().insert((
             group.to_owned(),
             version_name.to_owned(),
@@ -237,7 +238,7 @@ impl ServedByVersion {
     }
 
     /// Whether `version` serves `gvr`.
-    pub fn serves(&self, version: KubeVersion, gvr: &(String, String, String)) -> bool {
+    pub(crate) fn serves(&self, version: KubeVersion, gvr: &(String, String, String)) -> bool {
         self.served.get(&version).is_some_and(|s| s.contains(gvr))
     }
 }

@@ -61,7 +61,7 @@ pub(super) fn is_route_404(body: &[u8]) -> bool {
 }
 
 /// Everything the clients of one run share.
-pub struct Load {
+pub(crate) struct Load {
     tls: rustls::ClientConfig,
     balancer: Arc<EmbeddedBalancer>,
     /// `https://` the balancer's address.
@@ -74,7 +74,7 @@ pub struct Load {
 impl Load {
     /// The clients of one run, each an admin of the cluster whose PKI is `pki`, sending through
     /// `balancer`.
-    pub fn new(
+    pub(crate) fn new(
         pki: &certs::Pki,
         balancer: Arc<EmbeddedBalancer>,
         ledger: Arc<Ledger>,
@@ -195,7 +195,7 @@ impl Load {
 
     /// The garbage collector's pattern: aggregated discovery, then a list of every listable resource
     /// it advertises, again and again.
-    pub async fn run_inventory(self: Arc<Self>, cancel: CancellationToken) {
+    pub(crate) async fn run_inventory(self: Arc<Self>, cancel: CancellationToken) {
         let client = self.client();
         while !cancel.is_cancelled() {
             let mut resources = Vec::new();
@@ -233,7 +233,7 @@ impl Load {
 
     /// A writer: creates an object of a random resource under test, updates it, and deletes every
     /// third one; each acknowledged write is recorded.
-    pub async fn run_writer(self: Arc<Self>, id: usize, seed: u64, cancel: CancellationToken) {
+    pub(crate) async fn run_writer(self: Arc<Self>, id: usize, seed: u64, cancel: CancellationToken) {
         let client = self.client();
         let mut rng = StdRng::seed_from_u64(seed ^ (0x5752_4954 + id as u64));
         let mut n = 0u64;
@@ -338,7 +338,7 @@ impl Load {
 
     /// A watcher of `target`: lists, then watches from the list's resourceVersion, resuming from the
     /// last event it saw whenever the stream ends (its server stopped), relisting on 410 Gone.
-    pub async fn run_watcher(self: Arc<Self>, target: TargetResource, cancel: CancellationToken) {
+    pub(crate) async fn run_watcher(self: Arc<Self>, target: TargetResource, cancel: CancellationToken) {
         let client = self.client();
         let path = target.collection_path();
         let mut resume: Option<String> = None;
@@ -505,7 +505,7 @@ impl Load {
 
     /// Reads an object back (end-of-run check): `Some(generation label)` if present, `None` if gone,
     /// `Err` if the read itself failed.
-    pub async fn read_back(
+    pub(crate) async fn read_back(
         &self,
         cancel: &CancellationToken,
         target: &TargetResource,

@@ -17,14 +17,14 @@
 //! a server up throughout the request served), 503s and other errors, acknowledged writes not visible
 //! at the end, acknowledged writes no watch delivered, and latency of proxied and local requests.
 
-pub mod exec_audit;
-pub mod fleet;
-pub mod harm;
-pub mod ledger;
-pub mod load;
-pub mod plan;
-pub mod report;
-pub mod timeline;
+pub(crate) mod exec_audit;
+pub(crate) mod fleet;
+pub(crate) mod harm;
+pub(crate) mod ledger;
+pub(crate) mod load;
+pub(crate) mod plan;
+pub(crate) mod report;
+pub(crate) mod timeline;
 
 use std::collections::HashMap;
 use std::io::IsTerminal as _;

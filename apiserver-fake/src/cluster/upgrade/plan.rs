@@ -173,7 +173,7 @@ pub enum PlanError {
 }
 
 /// At most this many servers (each takes one 127.0.0.x address).
-pub const MAX_SERVERS: usize = 200;
+pub(crate) const MAX_SERVERS: usize = 200;
 
 /// A group/version/resource under test, with what a client needs to address it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -478,7 +478,7 @@ fn program_exists(program: &str) -> bool {
 }
 
 /// `a`, `b`, … `z`, then `s26`, `s27`, …
-pub fn server_name(index: usize) -> String {
+pub(crate) fn server_name(index: usize) -> String {
     match u8::try_from(index) {
         Ok(i) if i < 26 => char::from(b'a' + i).to_string(),
         _ => format!("s{index}"),

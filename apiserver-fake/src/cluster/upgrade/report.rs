@@ -13,7 +13,7 @@ use super::ledger::{
 
 /// `report.json`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// `--from`.
     pub from: String,
     /// `--to`.
@@ -33,7 +33,7 @@ pub struct Report {
 
 /// What clients saw in one run.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
+pub(crate) struct RunReport {
     /// Whether the proxy's gate was on.
     pub mvp: bool,
     /// `discovery` or `storage-version` (what the proxy would use).
@@ -76,7 +76,7 @@ pub struct RunReport {
 
 /// Latency percentiles in milliseconds.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Latency {
+pub(crate) struct Latency {
     /// Requests a server answered through a peer.
     pub proxied_p50: f64,
     /// See `proxied_p50`.
@@ -89,7 +89,7 @@ pub struct Latency {
 
 /// One phase of the schedule.
 #[derive(Debug, Clone, Serialize)]
-pub struct PhaseReport {
+pub(crate) struct PhaseReport {
     /// `steady at 1.35`, `upgrade a`, …, `final at 1.36`.
     pub name: String,
     /// Seconds since the run started.
@@ -106,7 +106,7 @@ pub struct PhaseReport {
 
 /// A phase's name and time span.
 #[derive(Debug, Clone)]
-pub struct Phase {
+pub(crate) struct Phase {
     /// Name.
     pub name: String,
     /// Seconds since the run started.
@@ -116,7 +116,7 @@ pub struct Phase {
 }
 
 /// Everything a run left to judge.
-pub struct RunRecord<'a> {
+pub(crate) struct RunRecord<'a> {
     /// Proxy on.
     pub mvp: bool,
     /// Resolution mode name.
@@ -144,7 +144,7 @@ pub struct RunRecord<'a> {
 
 /// Whether `record` is a false 404: a router 404 for a resource that a server up throughout the
 /// request served.
-pub fn is_false_404(record: &RequestRecord, up: &[UpInterval], served: &ServedByVersion) -> bool {
+pub(crate) fn is_false_404(record: &RequestRecord, up: &[UpInterval], served: &ServedByVersion) -> bool {
     let Some(gvr) = &record.gvr else {
         return false;
     };
@@ -197,7 +197,7 @@ fn lost_writes(writes: &[WriteRecord], final_state: &HashMap<(String, String), O
 /// before the watcher's first list, or between a 410 Gone and the relist, shows in a list, not as an
 /// event). A delete answered without a resourceVersion is placed just after the object's previous
 /// write.
-pub fn missed_watch_events(
+pub(crate) fn missed_watch_events(
     writes: &[WriteRecord],
     events: &DeliveredEvents,
     unwatched: &HashMap<String, Vec<(u64, u64)>>,
@@ -235,7 +235,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 impl RunReport {
     /// Judges one run.
-    pub fn judge(run: &RunRecord<'_>) -> Self {
+    pub(crate) fn judge(run: &RunRecord<'_>) -> Self {
         let mut by_code = BTreeMap::new();
         let mut false_404_by_resource = BTreeMap::new();
         let mut false_404_by_server = BTreeMap::new();
@@ -327,7 +327,7 @@ impl RunReport {
 
 impl Report {
     /// `report.md`: the runs side by side, then one line per phase.
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,

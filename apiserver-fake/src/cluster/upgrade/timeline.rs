@@ -29,7 +29,7 @@ const SERIES: [(&str, RGBColor); 5] = [
 ];
 
 /// One run to draw.
-pub struct RunTimeline<'a> {
+pub(crate) struct RunTimeline<'a> {
     /// Title of the panel.
     pub title: String,
     /// Its requests.
@@ -76,7 +76,12 @@ fn series_index(record: &RequestRecord, up: &[UpInterval], served: &ServedByVers
 }
 
 /// Draws the runs one above the other into `path`.
-pub fn draw(path: &Path, runs: &[RunTimeline<'_>], from: KubeVersion, to: KubeVersion) -> anyhow::Result<()> {
+pub(crate) fn draw(
+    path: &Path,
+    runs: &[RunTimeline<'_>],
+    from: KubeVersion,
+    to: KubeVersion,
+) -> anyhow::Result<()> {
     let servers = runs.iter().map(|r| r.names.len()).max().unwrap_or(1);
     let panel = PANEL_HEIGHT + BAND_HEIGHT * u32::try_from(servers).unwrap_or(u32::MAX / 1024).min(1024);
     let height = panel * u32::try_from(runs.len().max(1)).unwrap_or(1);

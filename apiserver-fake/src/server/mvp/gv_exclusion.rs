@@ -16,7 +16,7 @@ use crate::server::mvp::peer_proxy::decoded;
 use crate::store::{StorageResource, Store};
 
 /// The storage resource of APIServices.
-pub fn apiservice_resource() -> StorageResource {
+pub(crate) fn apiservice_resource() -> StorageResource {
     StorageResource::new("apiregistration.k8s.io", "apiservices")
 }
 
@@ -30,7 +30,11 @@ fn group_versions<T: DeserializeOwned>(
 
 /// Hands `peers` the group versions of the CRDs and aggregated APIServices in `store`, whenever
 /// either changes, until `cancel`.
-pub async fn run_gv_exclusion(store: Arc<dyn Store>, peers: DiscoveryPeers, cancel: CancellationToken) {
+pub(crate) async fn run_gv_exclusion(
+    store: Arc<dyn Store>,
+    peers: DiscoveryPeers,
+    cancel: CancellationToken,
+) {
     let (crd_tx, mut crd_rx) = watch::channel(HashSet::<GroupVersion>::new());
     let (svc_tx, mut svc_rx) = watch::channel(HashSet::<GroupVersion>::new());
     let mut informers = tokio::task::JoinSet::new();

@@ -1,4 +1,4 @@
 //! The fake's wiring of the `mvp-core` library: the Mixed Version Proxy filter and what feeds it.
 
-pub mod gv_exclusion;
-pub mod peer_proxy;
+pub(crate) mod gv_exclusion;
+pub(crate) mod peer_proxy;

@@ -47,7 +47,7 @@ pub enum PeerProxyError {
 
 /// How often the cached peer addresses are re-read from the internal keyspace. Upstream reads etcd on
 /// every proxied request; a short-lived snapshot keeps the hot path free of I/O.
-pub const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
+pub(crate) const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
 
 /// Peer addresses from the store's internal keyspace, cached and refreshed in the background.
 /// Subscribers learn when the set of addresses changes (a peer became reachable or went away).
@@ -202,7 +202,7 @@ impl ProxyReadiness {
 /// How long [`PeersKnowServer`] waits at most: a peer that has not asked for this server's
 /// discovery by then (stalled, or crashed with its endpoint record not yet lapsed) no longer holds
 /// readiness back.
-pub const PEERS_KNOW_SERVER_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const PEERS_KNOW_SERVER_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The check that this server's peers know it: every reachable peer that publishes discovery
 /// receipts has asked this run of the server for its discovery ([`crate::controllers::peer_receipts`]), or
@@ -234,7 +234,7 @@ impl PeersKnowServer {
 }
 
 /// Every GVR a server serves, including `resource/subresource` keys as discovery lists them.
-pub fn served_gvrs(apis: &ServedApis) -> HashSet<GroupVersionResource> {
+pub(crate) fn served_gvrs(apis: &ServedApis) -> HashSet<GroupVersionResource> {
     let mut gvrs = HashSet::new();
     for (group, version, resource) in apis.gvrs() {
         gvrs.insert(GroupVersionResource::new(group, version, &resource.name));
@@ -250,7 +250,7 @@ pub fn served_gvrs(apis: &ServedApis) -> HashSet<GroupVersionResource> {
 }
 
 /// What [`install`] needs of the server being started.
-pub struct ProxyInputs<'a> {
+pub(crate) struct ProxyInputs<'a> {
     /// The server's options (flags, version, the proxy's timers).
     pub options: &'a ServerOptions,
     /// The shared store (identity leases, StorageVersions, CRDs, the internal keyspace).
@@ -287,7 +287,7 @@ impl std::fmt::Debug for PeerProxy {
 /// Builds the filter for the server described by `inputs` and starts the controllers that feed it
 /// (in `tasks`, until `cancel`). `None` when the proxy is not enabled (gate off or no
 /// `--peer-ca-file`).
-pub async fn install(
+pub(crate) async fn install(
     inputs: ProxyInputs<'_>,
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,

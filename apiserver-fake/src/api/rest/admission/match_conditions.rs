@@ -13,7 +13,7 @@ use crate::cel;
 
 /// One of a webhook's `matchConditions`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct MatchCondition {
+pub(crate) struct MatchCondition {
     /// Its name (what upstream's metrics and logs name a condition by).
     pub name: String,
     /// The CEL expression.
@@ -25,7 +25,7 @@ const VARIABLES: &[&str] = &["object", "oldObject", "request"];
 
 /// What a webhook's conditions decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MatchResult {
+pub(crate) enum MatchResult {
     /// Every condition holds (or there are none): the webhook is called.
     Matches,
     /// A condition is false, or one failed under `failurePolicy: Ignore`: the webhook is skipped.
@@ -36,7 +36,7 @@ pub enum MatchResult {
 
 /// Evaluates `conditions` with `variables` bound (see the module docs); `fail` is
 /// `failurePolicy: Fail`.
-pub fn evaluate(
+pub(crate) fn evaluate(
     conditions: &[MatchCondition],
     variables: &[(&str, ::cel::Value)],
     fail: bool,
@@ -46,7 +46,7 @@ pub fn evaluate(
 
 /// [`evaluate`] where the expressions may name `names` (a `ValidatingAdmissionPolicy`'s conditions
 /// also see `params`, `namespaceObject` and `variables`).
-pub fn evaluate_with(
+pub(crate) fn evaluate_with(
     conditions: &[MatchCondition],
     names: &[&str],
     variables: &[(&str, ::cel::Value)],

@@ -20,7 +20,7 @@ const MAX_TIMEOUT_SECONDS: u64 = 30;
 
 /// `failurePolicy`: what a failure to call the webhook means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-pub enum FailurePolicy {
+pub(crate) enum FailurePolicy {
     /// The request fails (the v1 default).
     #[default]
     Fail,
@@ -30,7 +30,7 @@ pub enum FailurePolicy {
 
 /// `matchPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-pub enum MatchPolicy {
+pub(crate) enum MatchPolicy {
     /// Rules also match the same resource in another served version (the v1 default).
     #[default]
     Equivalent,
@@ -40,7 +40,7 @@ pub enum MatchPolicy {
 
 /// `clientConfig.service`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ServiceReference {
+pub(crate) struct ServiceReference {
     /// The Service's namespace.
     pub namespace: String,
     /// The Service's name.
@@ -56,7 +56,7 @@ pub struct ServiceReference {
 /// `clientConfig`: where the webhook listens and which CA signs its certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WebhookClientConfig {
+pub(crate) struct WebhookClientConfig {
     /// An `https://` URL.
     #[serde(default)]
     pub url: Option<String>,
@@ -71,7 +71,7 @@ pub struct WebhookClientConfig {
 /// One rule of `rules` (`RuleWithOperations`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Rule {
+pub(crate) struct Rule {
     /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT` or `*`.
     #[serde(default)]
     pub operations: Vec<String>,
@@ -91,11 +91,9 @@ pub struct Rule {
 
 /// A webhook of a configuration, as the dispatchers use it.
 #[derive(Debug, Clone)]
-pub struct Webhook {
+pub(crate) struct Webhook {
     /// `name` (a fully qualified name such as `deny.example.com`).
     pub name: String,
-    /// The configuration it belongs to.
-    pub configuration: String,
     /// Where to call it.
     pub client_config: WebhookClientConfig,
     /// What it is called for.
@@ -160,7 +158,7 @@ fn selector(value: Option<&Value>) -> Result<LabelSelector, String> {
 /// The webhooks of a stored configuration, in their order. A webhook the API server would have
 /// refused to store (one that does not parse) is skipped with a log line: it can only be there if
 /// written around validation.
-pub fn webhooks_of(configuration: &Value) -> Vec<Webhook> {
+pub(crate) fn webhooks_of(configuration: &Value) -> Vec<Webhook> {
     let config_name = configuration
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -170,7 +168,7 @@ pub fn webhooks_of(configuration: &Value) -> Vec<Webhook> {
     };
     items
         .iter()
-        .filter_map(|item| match webhook_of(config_name, item) {
+        .filter_map(|item| match webhook_of(item) {
             Ok(webhook) => Some(webhook),
             Err(error) => {
                 tracing::warn!(configuration = config_name, %error, "skipping a webhook that does not parse");
@@ -180,11 +178,10 @@ pub fn webhooks_of(configuration: &Value) -> Vec<Webhook> {
         .collect()
 }
 
-fn webhook_of(configuration: &str, item: &Value) -> Result<Webhook, String> {
+fn webhook_of(item: &Value) -> Result<Webhook, String> {
     let wire: WireWebhook = serde_json::from_value(item.clone()).map_err(|e| e.to_string())?;
     Ok(Webhook {
         name: wire.name,
-        configuration: configuration.to_owned(),
         client_config: wire.client_config,
         rules: wire.rules,
         failure_policy: wire.failure_policy.unwrap_or_default(),
@@ -268,13 +265,13 @@ fn namespace_selected(webhook: &Webhook, attributes: &Attributes, namespace: Opt
 }
 
 /// Whether `webhook` needs the request namespace's labels (so the caller fetches them once).
-pub fn needs_namespace(webhook: &Webhook) -> bool {
+pub(crate) fn needs_namespace(webhook: &Webhook) -> bool {
     !webhook.namespace_selector.is_empty()
 }
 
 /// `ShouldCallHook`: the invocation when `webhook` is called for the request, with `equivalents` the
 /// other versions the server serves the request's group/resource in (most preferred first).
-pub fn should_call(
+pub(crate) fn should_call(
     webhook: &Webhook,
     attributes: &Attributes,
     namespace: Option<&Value>,
@@ -309,7 +306,7 @@ pub fn should_call(
 
 /// `IsExemptAdmissionConfigurationResource`: webhooks are never called for the configurations that
 /// could lock them out.
-pub fn is_exempt(attributes: &Attributes) -> bool {
+pub(crate) fn is_exempt(attributes: &Attributes) -> bool {
     attributes.group == "admissionregistration.k8s.io"
         && matches!(
             attributes.resource.as_str(),
@@ -324,7 +321,7 @@ pub fn is_exempt(attributes: &Attributes) -> bool {
 
 /// Whether the operation is one a dry run may call the webhook for (`sideEffects` `None` or
 /// `NoneOnDryRun`).
-pub fn callable_on_dry_run(webhook: &Webhook) -> bool {
+pub(crate) fn callable_on_dry_run(webhook: &Webhook) -> bool {
     matches!(webhook.side_effects.as_deref(), Some("None" | "NoneOnDryRun"))
 }
 

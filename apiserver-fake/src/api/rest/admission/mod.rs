@@ -14,10 +14,10 @@
 //! parallel (the first failure in that order is reported). A webhook's `matchConditions` are evaluated
 //! once its rules and selectors match ([`match_conditions`]).
 
-pub mod match_conditions;
-pub mod matching;
+pub(crate) mod match_conditions;
+pub(crate) mod matching;
 pub mod review;
-pub mod webhook;
+pub(crate) mod webhook;
 
 use std::collections::BTreeSet;
 

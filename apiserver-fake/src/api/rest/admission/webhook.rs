@@ -65,7 +65,7 @@ impl ServiceAddresses {
 /// Why a webhook could not be called; `Display` is what follows `failed calling webhook "<name>": `
 /// upstream.
 #[derive(Debug, thiserror::Error)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// The client could not be built (a bad URL or `caBundle`).
     #[error("could not get REST client: {0}")]
     Client(String),
@@ -275,7 +275,7 @@ fn tls_config(client_config: &WebhookClientConfig) -> Result<rustls::ClientConfi
 
 /// Posts `review` (JSON) to `webhook` within its `timeoutSeconds` and returns the response body of a
 /// 2xx answer.
-pub async fn post(
+pub(crate) async fn post(
     webhook: &Webhook,
     review: Vec<u8>,
     store: &dyn Store,
@@ -287,7 +287,7 @@ pub async fn post(
 /// Posts `review` (JSON) to the webhook at `client_config` within `timeout` (also sent as
 /// `?timeout=`, as client-go does for a client with a timeout) and returns the response body of a 2xx
 /// answer. Shared by admission and CRD conversion webhooks.
-pub async fn post_to(
+pub(crate) async fn post_to(
     client_config: &WebhookClientConfig,
     timeout: Duration,
     review: Vec<u8>,

@@ -11,7 +11,7 @@ use crate::api::catalog::KubeVersion;
 
 /// `SetDefaults_Deployment`: `replicas: 1`, a `RollingUpdate` strategy of 25 % / 25 %,
 /// `revisionHistoryLimit: 10`, `progressDeadlineSeconds: 600`.
-pub fn set_defaults_deployment(deployment: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_deployment(deployment: &mut Map<String, Value>) {
     let Some(spec) = ensure_object(deployment, "spec") else {
         return;
     };
@@ -31,7 +31,7 @@ pub fn set_defaults_deployment(deployment: &mut Map<String, Value>) {
 }
 
 /// `SetDefaults_ReplicaSet`: `replicas: 1`.
-pub fn set_defaults_replica_set(replica_set: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_replica_set(replica_set: &mut Map<String, Value>) {
     let Some(spec) = ensure_object(replica_set, "spec") else {
         return;
     };
@@ -43,7 +43,7 @@ pub fn set_defaults_replica_set(replica_set: &mut Map<String, Value>) {
 /// with `partition: 0` (and `maxUnavailable: 1` were `MaxUnavailableStatefulSet` on, which it is not by default),
 /// `persistentVolumeClaimRetentionPolicy` `Retain`/`Retain` (`StatefulSetAutoDeletePVC`, on since
 /// 1.27), `replicas: 1`, `revisionHistoryLimit: 10`, and the volume claim templates' `volumeMode`.
-pub fn set_defaults_stateful_set(stateful_set: &mut Map<String, Value>, version: KubeVersion) {
+pub(crate) fn set_defaults_stateful_set(stateful_set: &mut Map<String, Value>, version: KubeVersion) {
     let Some(spec) = ensure_object(stateful_set, "spec") else {
         return;
     };
@@ -78,7 +78,7 @@ pub fn set_defaults_stateful_set(stateful_set: &mut Map<String, Value>, version:
 
 /// `SetDefaults_DaemonSet`: a `RollingUpdate` update strategy with `maxUnavailable: 1`,
 /// `maxSurge: 0`, and `revisionHistoryLimit: 10`.
-pub fn set_defaults_daemon_set(daemon_set: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_daemon_set(daemon_set: &mut Map<String, Value>) {
     let Some(spec) = ensure_object(daemon_set, "spec") else {
         return;
     };

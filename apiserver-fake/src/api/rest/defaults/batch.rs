@@ -19,20 +19,20 @@ use super::{at, default_empty_str, default_missing, each_object, ensure_object, 
 use crate::api::catalog::KubeVersion;
 
 /// `batch.LegacyJobNameLabel`.
-pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";
+pub(crate) const LEGACY_JOB_NAME_LABEL: &str = "job-name";
 /// `batch.JobNameLabel`.
-pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+pub(crate) const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 /// `batch.LegacyControllerUidLabel`.
-pub const LEGACY_CONTROLLER_UID_LABEL: &str = "controller-uid";
+pub(crate) const LEGACY_CONTROLLER_UID_LABEL: &str = "controller-uid";
 /// `batch.ControllerUidLabel`: the one the generated selector matches.
-pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+pub(crate) const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 
 /// The first minor that defaults `manualSelector` to `false`.
 const MANUAL_SELECTOR_DEFAULT_SINCE: u32 = 30;
 
 /// `SetDefaults_Job` (see the module docs for what depends on the version) and the pod template's
 /// defaults.
-pub fn set_defaults_job(job: &mut Map<String, Value>, version: KubeVersion) {
+pub(crate) fn set_defaults_job(job: &mut Map<String, Value>, version: KubeVersion) {
     let template_labels = at(job, "/spec/template/metadata/labels")
         .filter(|labels| labels.is_object())
         .cloned();
@@ -87,7 +87,7 @@ fn set_defaults_job_spec(spec: &mut Map<String, Value>, version: KubeVersion) {
 /// `SetDefaults_Job` is registered for `Job`, not `JobSpec`, so the job template gets only what is
 /// defaulted per type: its pod template and its pod failure policy's condition patterns (the Job
 /// controller's create defaults the rest).
-pub fn set_defaults_cron_job(cron_job: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_cron_job(cron_job: &mut Map<String, Value>) {
     let Some(spec) = ensure_object(cron_job, "spec") else {
         return;
     };
@@ -116,7 +116,7 @@ fn set_defaults_pod_failure_policy(spec: &mut Map<String, Value>) {
 /// job-name and controller-uid labels (legacy and prefixed) to the pod template, keeping labels the
 /// client set, and `batch.kubernetes.io/controller-uid: <uid>` to `selector.matchLabels`. Needs the
 /// final `metadata.name` and `metadata.uid`.
-pub fn generate_selector_if_needed(job: &mut Map<String, Value>) {
+pub(crate) fn generate_selector_if_needed(job: &mut Map<String, Value>) {
     let manual = at(job, "/spec/manualSelector").and_then(Value::as_bool) == Some(true);
     if manual {
         return;
@@ -155,7 +155,7 @@ pub fn generate_selector_if_needed(job: &mut Map<String, Value>) {
 /// On update, a body without `spec.selector` keeps the stored (generated) one instead of getting none:
 /// the selector is generated only on create. (An update that changes the selector is refused by
 /// `rest::validation`: it is immutable.)
-pub fn keep_selector(current: &Map<String, Value>, next: &mut Map<String, Value>) {
+pub(crate) fn keep_selector(current: &Map<String, Value>, next: &mut Map<String, Value>) {
     let Some(selector) = current.get("spec").and_then(|s| s.get("selector")).cloned() else {
         return;
     };

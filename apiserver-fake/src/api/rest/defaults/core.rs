@@ -14,7 +14,7 @@ use super::{at, default_empty_str, default_missing, each_object, ensure_object, 
 
 /// `SetDefaults_Pod` and `SetDefaults_PodSpec`: the pod spec's defaults plus what only a Pod gets
 /// (`enableServiceLinks: true`, requests defaulted from limits, host ports under `hostNetwork`).
-pub fn set_defaults_pod(pod: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_pod(pod: &mut Map<String, Value>) {
     let Some(spec) = object_at(pod, "spec") else {
         return;
     };
@@ -57,7 +57,7 @@ fn default_requests_from_limits(container: &mut Map<String, Value>) {
 /// The pod's `status.qosClass` as `qos.GetPodQOS` computes it from CPU and memory: `BestEffort`
 /// without any request or limit, `Guaranteed` when every container limits both and requests equal the
 /// limits, else `Burstable`. Quantities are compared as written (`1` and `1000m` count as different).
-pub fn pod_qos_class(pod: &Value) -> &'static str {
+pub(crate) fn pod_qos_class(pod: &Value) -> &'static str {
     let containers: Vec<&Value> = ["containers", "initContainers"]
         .iter()
         .filter_map(|key| pod.pointer(&format!("/spec/{key}")).and_then(Value::as_array))
@@ -89,7 +89,7 @@ pub fn pod_qos_class(pod: &Value) -> &'static str {
 
 /// `SetDefaults_ReplicationController`: selector and labels from the template's labels, `replicas: 1`
 /// (declarative), and the template's pod spec.
-pub fn set_defaults_replication_controller(rc: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_replication_controller(rc: &mut Map<String, Value>) {
     let Some(spec) = ensure_object(rc, "spec") else {
         return;
     };
@@ -119,7 +119,7 @@ pub fn set_defaults_replication_controller(rc: &mut Map<String, Value>) {
 
 /// `SetDefaults_Service` (allocation of cluster IPs and node ports is the registry's:
 /// [`super::service_ip`]), and the `status.loadBalancer: {}` a Service status always serializes.
-pub fn set_defaults_service(service: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_service(service: &mut Map<String, Value>) {
     if let Some(status) = object_at(service, "status") {
         default_missing(status, "loadBalancer", json!({}));
     }
@@ -177,13 +177,13 @@ pub fn set_defaults_service(service: &mut Map<String, Value>) {
 }
 
 /// `SetDefaults_Secret`: `type: Opaque`.
-pub fn set_defaults_secret(secret: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_secret(secret: &mut Map<String, Value>) {
     default_empty_str(secret, "type", "Opaque");
 }
 
 /// `SetDefaults_Namespace` (the `kubernetes.io/metadata.name` label, for named namespaces) and
 /// `SetDefaults_NamespaceStatus` (`phase: Active`).
-pub fn set_defaults_namespace(namespace: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_namespace(namespace: &mut Map<String, Value>) {
     let name = at(namespace, "/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -201,7 +201,7 @@ pub fn set_defaults_namespace(namespace: &mut Map<String, Value>) {
 
 /// `SetDefaults_PersistentVolumeClaim` (`status.phase: Pending`) and
 /// `SetDefaults_PersistentVolumeClaimSpec` (`volumeMode: Filesystem`).
-pub fn set_defaults_persistent_volume_claim(claim: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_persistent_volume_claim(claim: &mut Map<String, Value>) {
     if let Some(spec) = ensure_object(claim, "spec") {
         set_defaults_persistent_volume_claim_spec(spec);
     }
@@ -212,7 +212,7 @@ pub fn set_defaults_persistent_volume_claim(claim: &mut Map<String, Value>) {
 
 /// `SetDefaults_PersistentVolume`: `persistentVolumeReclaimPolicy: Retain`, `volumeMode: Filesystem`,
 /// `status.phase: Pending`.
-pub fn set_defaults_persistent_volume(volume: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_persistent_volume(volume: &mut Map<String, Value>) {
     if let Some(spec) = ensure_object(volume, "spec") {
         default_empty_str(spec, "persistentVolumeReclaimPolicy", "Retain");
         default_missing(spec, "volumeMode", json!("Filesystem"));

@@ -19,13 +19,13 @@
 //! [`service_ip`] for cluster IP and node port allocation), [`apps`], [`batch`], [`networking`]; and
 //! [`status`], the status fields every kind's Go encoding always writes.
 
-pub mod apps;
-pub mod batch;
-pub mod core;
-pub mod networking;
-pub mod pod;
-pub mod service_ip;
-pub mod status;
+pub(crate) mod apps;
+pub(crate) mod batch;
+pub(crate) mod core;
+pub(crate) mod networking;
+pub(crate) mod pod;
+pub(crate) mod service_ip;
+pub(crate) mod status;
 
 use serde_json::{Map, Value};
 
@@ -214,7 +214,7 @@ pub(crate) mod test_support {
     use crate::api::rest::ResourceInfo;
 
     /// A built-in resource of `group` named `resource`.
-    pub fn builtin(group: &str, resource: &str, kind: &str) -> ResourceInfo {
+    pub(crate) fn builtin(group: &str, resource: &str, kind: &str) -> ResourceInfo {
         ResourceInfo {
             group: group.to_owned(),
             version: "v1".to_owned(),
@@ -231,7 +231,7 @@ pub(crate) mod test_support {
     }
 
     /// `object` defaulted as `resource` at `version`, checked to be idempotent.
-    pub fn defaulted(resource: &ResourceInfo, version: KubeVersion, mut object: Value) -> Value {
+    pub(crate) fn defaulted(resource: &ResourceInfo, version: KubeVersion, mut object: Value) -> Value {
         set_defaults(resource, version, &mut object);
         let mut again = object.clone();
         set_defaults(resource, version, &mut again);
@@ -240,7 +240,7 @@ pub(crate) mod test_support {
     }
 
     /// Kubernetes 1.`minor`.
-    pub fn v(minor: u32) -> KubeVersion {
+    pub(crate) fn v(minor: u32) -> KubeVersion {
         KubeVersion { major: 1, minor }
     }
 }

@@ -8,7 +8,7 @@ use super::{default_missing, each_object, ensure_object, object_at};
 
 /// `SetDefaults_NetworkPolicy`: `policyTypes` `[Ingress]`, plus `Egress` when egress rules are given;
 /// `SetDefaults_NetworkPolicyPort`: `protocol: TCP`.
-pub fn set_defaults_network_policy(policy: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_network_policy(policy: &mut Map<String, Value>) {
     let Some(spec) = ensure_object(policy, "spec") else {
         return;
     };
@@ -30,7 +30,7 @@ pub fn set_defaults_network_policy(policy: &mut Map<String, Value>) {
 }
 
 /// Ingress: `status.loadBalancer: {}` when a status is present.
-pub fn set_defaults_ingress(ingress: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_ingress(ingress: &mut Map<String, Value>) {
     if let Some(status) = object_at(ingress, "status") {
         default_missing(status, "loadBalancer", json!({}));
     }

@@ -13,25 +13,25 @@ use serde_json::{Map, Value, json};
 use super::{default_empty_str, default_missing, default_zero, each_object, object_at, str_at};
 
 /// `v1.TerminationMessagePathDefault`.
-pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+pub(crate) const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// `v1.DefaultTerminationGracePeriodSeconds`.
-pub const TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+pub(crate) const TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
 /// `v1.DefaultSchedulerName`.
-pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+pub(crate) const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 /// `SecretVolumeSourceDefaultMode` and the other volume sources' default (`0644`).
-pub const VOLUME_DEFAULT_MODE: i64 = 0o644;
+pub(crate) const VOLUME_DEFAULT_MODE: i64 = 0o644;
 /// `SetDefaults_ServiceAccountTokenProjection`: one hour.
-pub const TOKEN_EXPIRATION_SECONDS: i64 = 3600;
+pub(crate) const TOKEN_EXPIRATION_SECONDS: i64 = 3600;
 
 /// Defaults the pod template at `key` of `map` (`spec.template` of workloads), when it has a spec.
-pub fn set_defaults_template_at(map: &mut Map<String, Value>, key: &str) {
+pub(crate) fn set_defaults_template_at(map: &mut Map<String, Value>, key: &str) {
     if let Some(spec) = object_at(map, key).and_then(|template| object_at(template, "spec")) {
         set_defaults_pod_spec(spec);
     }
 }
 
 /// `SetDefaults_PodSpec` and the defaults of everything a pod spec contains.
-pub fn set_defaults_pod_spec(spec: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_pod_spec(spec: &mut Map<String, Value>) {
     default_empty_str(spec, "dnsPolicy", "ClusterFirst");
     // Also in Job templates: upstream defaults `Always` there too and the Job's validation then rejects
     // it, so a Job must set `OnFailure` or `Never` itself.
@@ -50,7 +50,7 @@ pub fn set_defaults_pod_spec(spec: &mut Map<String, Value>) {
 }
 
 /// `SetDefaults_Container` (also `SetDefaults_EphemeralContainer`) and its nested defaults.
-pub fn set_defaults_container(container: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_container(container: &mut Map<String, Value>) {
     if str_at(container, "imagePullPolicy").is_empty() {
         let policy = match image_tag(str_at(container, "image")) {
             Some("latest") => "Always",
@@ -86,7 +86,7 @@ pub fn set_defaults_container(container: &mut Map<String, Value>) {
 
 /// The tag `parsers.ParseImageName` finds: `latest` when the reference has neither tag nor digest,
 /// `None` when it has a digest only or is empty (an invalid reference).
-pub fn image_tag(image: &str) -> Option<&str> {
+pub(crate) fn image_tag(image: &str) -> Option<&str> {
     if image.is_empty() {
         return None;
     }
@@ -169,7 +169,7 @@ const VOLUME_SOURCES: &[&str] = &[
 ];
 
 /// `SetDefaults_Volume` (no source → `emptyDir: {}`) and the defaults of its source.
-pub fn set_defaults_volume(volume: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_volume(volume: &mut Map<String, Value>) {
     if !VOLUME_SOURCES
         .iter()
         .any(|source| volume.get(*source).is_some_and(|v| !v.is_null()))
@@ -206,7 +206,7 @@ pub fn set_defaults_volume(volume: &mut Map<String, Value>) {
 }
 
 /// `SetDefaults_PersistentVolumeClaimSpec`: `volumeMode: Filesystem`.
-pub fn set_defaults_persistent_volume_claim_spec(spec: &mut Map<String, Value>) {
+pub(crate) fn set_defaults_persistent_volume_claim_spec(spec: &mut Map<String, Value>) {
     default_missing(spec, "volumeMode", json!("Filesystem"));
 }
 

@@ -30,7 +30,7 @@ use crate::api::status::{GroupKind, Status, StatusCause};
 use crate::store::{ObjectKey, StorageResource, Store};
 
 /// kube-apiserver's default `--service-node-port-range`.
-pub const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
+pub(crate) const NODE_PORT_RANGE: std::ops::RangeInclusive<i64> = 30000..=32767;
 
 /// An invalid `--service-cluster-ip-range`.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -175,7 +175,7 @@ static ALLOCATION: Mutex<()> = Mutex::const_new(());
 
 /// Serializes Service allocation with the store write that records it (see the module docs). Hold
 /// the guard from [`allocate`] until the Service is stored.
-pub async fn lock() -> MutexGuard<'static, ()> {
+pub(crate) async fn lock() -> MutexGuard<'static, ()> {
     ALLOCATION.lock().await
 }
 
@@ -272,7 +272,7 @@ fn set_cluster_ip(spec: &mut Map<String, Value>, ip: &str) {
 /// a cluster IP (or validates the requested one: in range and free, else 422 as upstream), and node
 /// ports for `NodePort` and `LoadBalancer` Services. `service` is the defaulted object; `name` names it
 /// in errors. Call under [`lock`].
-pub async fn allocate(
+pub(crate) async fn allocate(
     store: &dyn Store,
     cidr: &ServiceCidr,
     service: &mut Map<String, Value>,
@@ -337,7 +337,7 @@ pub async fn allocate(
 /// holds are not re-validated (upstream's immutability checks are validation, which the fake does not
 /// do); newly requested node ports are. `key` is the Service's own, whose allocations do not count as
 /// taken. Call under [`lock`].
-pub async fn allocate_missing(
+pub(crate) async fn allocate_missing(
     store: &dyn Store,
     cidr: &ServiceCidr,
     service: &mut Map<String, Value>,
@@ -511,7 +511,7 @@ fn allocate_node_ports(
 /// `patchAllocatedValues`: an update whose body omits what was allocated keeps it (cluster IPs and IP
 /// family fields while the Service keeps needing a cluster IP, node ports by port and protocol while
 /// it keeps needing node ports). New needs are met by [`allocate_missing`].
-pub fn patch_allocated_values(current: &Map<String, Value>, next: &mut Map<String, Value>) {
+pub(crate) fn patch_allocated_values(current: &Map<String, Value>, next: &mut Map<String, Value>) {
     let (Some(old), Some(new)) = (
         current.get("spec").and_then(Value::as_object),
         next.get_mut("spec").and_then(Value::as_object_mut),

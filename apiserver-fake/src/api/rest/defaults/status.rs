@@ -34,7 +34,10 @@ const OPTIONAL_BUT_ALWAYS_ENCODED: &[(&str, &str, &str)] = &[
 ];
 
 /// The status fields of `resource`'s kind at `version` that are always encoded, with their zero values.
-pub fn always_encoded_status_fields(resource: &ResourceInfo, version: KubeVersion) -> Vec<(String, Value)> {
+pub(crate) fn always_encoded_status_fields(
+    resource: &ResourceInfo,
+    version: KubeVersion,
+) -> Vec<(String, Value)> {
     let definitions = Definitions::of(version);
     let Some(status) = definitions
         .kind(&resource.group, &resource.version, &resource.kind)
@@ -74,7 +77,7 @@ pub fn always_encoded_status_fields(resource: &ResourceInfo, version: KubeVersio
 
 /// Sets the always-encoded status fields (see the module docs) that `object` lacks to their zero
 /// values, creating `status` when the kind has such fields. Idempotent.
-pub fn set_zero_status_fields(
+pub(crate) fn set_zero_status_fields(
     resource: &ResourceInfo,
     version: KubeVersion,
     object: &mut Map<String, Value>,

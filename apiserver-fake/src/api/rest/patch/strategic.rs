@@ -104,7 +104,11 @@ impl From<MergeError> for Status {
 type Result<T> = std::result::Result<T, MergeError>;
 
 /// Applies `patch` to `original` (upstream's `StrategicMergeMapPatch`).
-pub fn strategic_merge(original: &Value, patch: &Map<String, Value>, schema: PatchSchema) -> Result<Value> {
+pub(super) fn strategic_merge(
+    original: &Value,
+    patch: &Map<String, Value>,
+    schema: PatchSchema,
+) -> Result<Value> {
     let original = original.as_object().cloned().unwrap_or_default();
     merge_map(original, patch.clone(), schema).map(Value::Object)
 }

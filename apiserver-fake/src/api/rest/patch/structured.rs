@@ -70,7 +70,7 @@ impl From<ApplyMergeError> for Status {
 type Result<T> = std::result::Result<T, ApplyMergeError>;
 
 /// Merges the applied configuration `applied` over `live` (structured-merge-diff's `Merge`).
-pub fn structured_merge(live: &Value, applied: &Value, schema: PatchSchema) -> Result<Value> {
+pub(super) fn structured_merge(live: &Value, applied: &Value, schema: PatchSchema) -> Result<Value> {
     let root = Field::element(schema);
     Ok(merge(Some(live), Some(applied), &root, "")?.unwrap_or_else(|| Value::Object(Map::new())))
 }
@@ -265,7 +265,7 @@ fn associative_key(
 /// The paths of the atomic lists, maps and structs an apply configuration sets (upstream's
 /// `findAtomics` of a mutating admission policy's `validatePatch`), as structured-merge-diff prints
 /// them (`.spec.selector`, `.spec.containers[0].args`). A kind without a schema has none.
-pub fn atomic_paths(applied: &Value, schema: PatchSchema) -> Vec<String> {
+pub(super) fn atomic_paths(applied: &Value, schema: PatchSchema) -> Vec<String> {
     let mut paths = Vec::new();
     find_atomics(applied, &Field::element(schema), String::new(), &mut paths);
     paths

@@ -22,7 +22,7 @@ fn is_non_nullable_null(value: &Value, schema: Option<&Value>) -> bool {
 }
 
 /// Applies the `default`s of `schema` to `value` (see the module docs).
-pub fn apply(schema: &Value, value: &mut Value) {
+pub(crate) fn apply(schema: &Value, value: &mut Value) {
     match value {
         Value::Object(map) => default_object(schema, map),
         Value::Array(items) => {

@@ -19,7 +19,7 @@
 //! - [`defaulting`] applies the schema's `default`s.
 //! - [`validation_rules`] runs the schema's `x-kubernetes-validations` CEL rules.
 
-pub mod defaulting;
+pub(crate) mod defaulting;
 pub mod validation_rules;
 
 use serde_json::{Map, Value};

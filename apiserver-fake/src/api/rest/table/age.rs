@@ -7,18 +7,18 @@
 use time::OffsetDateTime;
 
 /// What `translateTimestampSince` prints for a zero (absent) timestamp.
-pub const UNKNOWN: &str = "<unknown>";
+pub(crate) const UNKNOWN: &str = "<unknown>";
 
 /// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, `...05.123456Z`, `...05+02:00`); `None`
 /// when it is not one.
-pub fn parse_timestamp(text: &str) -> Option<OffsetDateTime> {
+pub(crate) fn parse_timestamp(text: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
 }
 
 /// `duration.HumanDuration`: a duration with two to three significant figures (`45s`, `3m20s`,
 /// `25m`, `5h3m`, `20h`, `3d4h`, `30d`, `2y10d`, `9y`); `0s` for up to a second in the future (clock
 /// skew), `<invalid>` further.
-pub fn human_duration(duration: time::Duration) -> String {
+pub(crate) fn human_duration(duration: time::Duration) -> String {
     let seconds = duration.whole_seconds();
     if seconds < -1 {
         return "<invalid>".to_owned();
@@ -77,7 +77,7 @@ pub fn human_duration(duration: time::Duration) -> String {
 
 /// `translateTimestampSince` (and `translateMicroTimestampSince`): how long ago `timestamp` was,
 /// `<unknown>` when it is absent or not a timestamp.
-pub fn since(timestamp: Option<&str>, now: OffsetDateTime) -> String {
+pub(crate) fn since(timestamp: Option<&str>, now: OffsetDateTime) -> String {
     match timestamp.filter(|t| !t.is_empty()).and_then(parse_timestamp) {
         Some(then) => human_duration(now - then),
         None => UNKNOWN.to_owned(),

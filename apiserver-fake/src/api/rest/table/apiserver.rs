@@ -15,7 +15,7 @@ fn size(n: usize) -> Value {
 }
 
 /// Validating/MutatingWebhookConfiguration columns.
-pub fn webhook_configuration() -> Printer {
+pub(super) fn webhook_configuration() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -37,7 +37,7 @@ pub fn webhook_configuration() -> Printer {
 }
 
 /// APIService columns (kube-aggregator's printer).
-pub fn api_service() -> Printer {
+pub(super) fn api_service() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -70,7 +70,7 @@ pub fn api_service() -> Printer {
 
 /// ValidatingAdmissionPolicy (`field`: `validations`) and MutatingAdmissionPolicy (`mutations`)
 /// columns.
-pub fn admission_policy(mutating: bool) -> Printer {
+pub(super) fn admission_policy(mutating: bool) -> Printer {
     let count_column = if mutating {
         Column::typed(
             "Mutations",
@@ -116,7 +116,7 @@ fn admission_policy_cells(policy: &Value, ctx: &super::printers::PrintContext, r
 }
 
 /// Validating/MutatingAdmissionPolicyBinding columns.
-pub fn admission_policy_binding() -> Printer {
+pub(super) fn admission_policy_binding() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -190,7 +190,7 @@ fn go_label_selector(selector: &Value) -> String {
 }
 
 /// FlowSchema columns.
-pub fn flow_schema() -> Printer {
+pub(super) fn flow_schema() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -231,7 +231,7 @@ pub fn flow_schema() -> Printer {
 }
 
 /// PriorityLevelConfiguration columns.
-pub fn priority_level_configuration() -> Printer {
+pub(super) fn priority_level_configuration() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -283,7 +283,7 @@ pub fn priority_level_configuration() -> Printer {
 }
 
 /// StorageVersion columns.
-pub fn storage_version() -> Printer {
+pub(super) fn storage_version() -> Printer {
     Printer::new(
         vec![
             Column::NAME,

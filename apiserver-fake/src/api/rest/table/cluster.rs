@@ -15,7 +15,7 @@ fn size(n: usize) -> Value {
 }
 
 /// Namespace columns.
-pub fn namespace() -> Printer {
+pub(super) fn namespace() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -36,7 +36,7 @@ pub fn namespace() -> Printer {
 }
 
 /// Node columns.
-pub fn node() -> Printer {
+pub(super) fn node() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -131,7 +131,7 @@ fn node_cells(node: &Value, ctx: &PrintContext) -> Vec<Value> {
 
 /// Event columns (core/v1 and events.k8s.io/v1 share them, as upstream shares the printer); the
 /// name comes last.
-pub fn event(cells: CellsFn) -> Printer {
+pub(super) fn event(cells: CellsFn) -> Printer {
     Printer::new(
         vec![
             Column::string(
@@ -185,7 +185,7 @@ struct EventFields {
 }
 
 /// `printEvent` over a core/v1 Event.
-pub fn core_event_cells(event: &Value, ctx: &PrintContext) -> Vec<Value> {
+pub(super) fn core_event_cells(event: &Value, ctx: &PrintContext) -> Vec<Value> {
     event_cells(
         event,
         ctx,
@@ -201,7 +201,7 @@ pub fn core_event_cells(event: &Value, ctx: &PrintContext) -> Vec<Value> {
 }
 
 /// `printEvent` over an events.k8s.io/v1 Event.
-pub fn events_v1_event_cells(event: &Value, ctx: &PrintContext) -> Vec<Value> {
+pub(super) fn events_v1_event_cells(event: &Value, ctx: &PrintContext) -> Vec<Value> {
     event_cells(
         event,
         ctx,
@@ -270,7 +270,7 @@ fn event_cells(event: &Value, ctx: &PrintContext, fields: &EventFields) -> Vec<V
 }
 
 /// ConfigMap columns.
-pub fn config_map() -> Printer {
+pub(super) fn config_map() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -291,7 +291,7 @@ pub fn config_map() -> Printer {
 }
 
 /// Secret columns.
-pub fn secret() -> Printer {
+pub(super) fn secret() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -322,7 +322,7 @@ pub fn secret() -> Printer {
 }
 
 /// ServiceAccount columns.
-pub fn service_account() -> Printer {
+pub(super) fn service_account() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -344,7 +344,7 @@ pub fn service_account() -> Printer {
 
 /// ResourceQuota columns; `age_last`: `Age` after `Request`/`Limit` (1.33 and later; before, it
 /// came second).
-pub fn resource_quota(age_last: bool) -> Printer {
+pub(super) fn resource_quota(age_last: bool) -> Printer {
     let request = Column::string(
         "Request",
         "Request represents a minimum amount of cpu/memory that a container may consume.",
@@ -391,7 +391,7 @@ fn quota_usage(quota: &Value) -> (String, String) {
 
 /// ComponentStatus columns (`printComponentStatus`): the `Healthy` condition as `Healthy`/`Unhealthy`
 /// (`Unknown` without one), with its message and error.
-pub fn component_status() -> Printer {
+pub(super) fn component_status() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -422,7 +422,7 @@ pub fn component_status() -> Printer {
 }
 
 /// Lease columns.
-pub fn lease() -> Printer {
+pub(super) fn lease() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -443,7 +443,7 @@ pub fn lease() -> Printer {
 }
 
 /// PriorityClass columns; `preemption_policy`: the `PreemptionPolicy` column (1.32 and later).
-pub fn priority_class(preemption_policy: bool) -> Printer {
+pub(super) fn priority_class(preemption_policy: bool) -> Printer {
     let mut columns = vec![
         Column::NAME,
         Column::typed(
@@ -486,7 +486,7 @@ pub fn priority_class(preemption_policy: bool) -> Printer {
 }
 
 /// RuntimeClass columns.
-pub fn runtime_class() -> Printer {
+pub(super) fn runtime_class() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -505,7 +505,7 @@ pub fn runtime_class() -> Printer {
 }
 
 /// RoleBinding columns.
-pub fn role_binding() -> Printer {
+pub(super) fn role_binding() -> Printer {
     binding_printer(
         "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. This field is immutable.",
         [
@@ -517,7 +517,7 @@ pub fn role_binding() -> Printer {
 }
 
 /// ClusterRoleBinding columns.
-pub fn cluster_role_binding() -> Printer {
+pub(super) fn cluster_role_binding() -> Printer {
     binding_printer(
         "RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. This field is immutable.",
         [
@@ -573,7 +573,7 @@ fn binding_printer(role: &'static str, subjects: [&'static str; 3]) -> Printer {
 }
 
 /// CertificateSigningRequest columns.
-pub fn certificate_signing_request() -> Printer {
+pub(super) fn certificate_signing_request() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -639,7 +639,7 @@ fn csr_condition(csr: &Value) -> String {
 }
 
 /// ClusterTrustBundle columns (no age, as upstream).
-pub fn cluster_trust_bundle() -> Printer {
+pub(super) fn cluster_trust_bundle() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -660,7 +660,7 @@ pub fn cluster_trust_bundle() -> Printer {
 }
 
 /// LeaseCandidate columns.
-pub fn lease_candidate() -> Printer {
+pub(super) fn lease_candidate() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -686,7 +686,7 @@ pub fn lease_candidate() -> Printer {
 }
 
 /// DeviceClass columns.
-pub fn device_class() -> Printer {
+pub(super) fn device_class() -> Printer {
     Printer::new(vec![Column::NAME, Column::AGE], |class, ctx| {
         vec![name(class).into(), ctx.age(class)]
     })

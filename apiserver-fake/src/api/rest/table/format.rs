@@ -9,37 +9,37 @@
 use serde_json::Value;
 
 /// The value at `path` (object keys), if any.
-pub fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
+pub(crate) fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(object, |current, key| current.get(key))
 }
 
 /// The string at `path`, `""` when absent or not a string.
-pub fn text<'a>(object: &'a Value, path: &[&str]) -> &'a str {
+pub(crate) fn text<'a>(object: &'a Value, path: &[&str]) -> &'a str {
     at(object, path).and_then(Value::as_str).unwrap_or_default()
 }
 
 /// The string at `path` when present and not empty.
-pub fn non_empty<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
+pub(crate) fn non_empty<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
     Some(text(object, path)).filter(|s| !s.is_empty())
 }
 
 /// The integer at `path`, if any.
-pub fn integer(object: &Value, path: &[&str]) -> Option<i64> {
+pub(crate) fn integer(object: &Value, path: &[&str]) -> Option<i64> {
     at(object, path).and_then(Value::as_i64)
 }
 
 /// The integer at `path`, 0 when absent (Go's zero value).
-pub fn count(object: &Value, path: &[&str]) -> i64 {
+pub(crate) fn count(object: &Value, path: &[&str]) -> i64 {
     integer(object, path).unwrap_or(0)
 }
 
 /// The boolean at `path`, if any.
-pub fn boolean(object: &Value, path: &[&str]) -> Option<bool> {
+pub(crate) fn boolean(object: &Value, path: &[&str]) -> Option<bool> {
     at(object, path).and_then(Value::as_bool)
 }
 
 /// The array at `path`, empty when absent.
-pub fn list<'a>(object: &'a Value, path: &[&str]) -> &'a [Value] {
+pub(crate) fn list<'a>(object: &'a Value, path: &[&str]) -> &'a [Value] {
     at(object, path)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
@@ -47,52 +47,52 @@ pub fn list<'a>(object: &'a Value, path: &[&str]) -> &'a [Value] {
 }
 
 /// The number of entries of the map at `path` (0 when absent).
-pub fn map_len(object: &Value, path: &[&str]) -> usize {
+pub(crate) fn map_len(object: &Value, path: &[&str]) -> usize {
     at(object, path)
         .and_then(Value::as_object)
         .map_or(0, serde_json::Map::len)
 }
 
 /// `metadata.name`.
-pub fn name(object: &Value) -> &str {
+pub(crate) fn name(object: &Value) -> &str {
     text(object, &["metadata", "name"])
 }
 
 /// `metadata.creationTimestamp`.
-pub fn created(object: &Value) -> Option<&str> {
+pub(crate) fn created(object: &Value) -> Option<&str> {
     at(object, &["metadata", "creationTimestamp"]).and_then(Value::as_str)
 }
 
 /// Whether `metadata.deletionTimestamp` is set.
-pub fn deleting(object: &Value) -> bool {
+pub(crate) fn deleting(object: &Value) -> bool {
     at(object, &["metadata", "deletionTimestamp"]).is_some_and(|v| !v.is_null())
 }
 
 /// The annotation `key`.
-pub fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+pub(crate) fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     at(object, &["metadata", "annotations", key]).and_then(Value::as_str)
 }
 
 /// The `status` of the condition of `type` in `status.conditions`.
-pub fn condition_status<'a>(object: &'a Value, condition_type: &str) -> Option<&'a str> {
+pub(crate) fn condition_status<'a>(object: &'a Value, condition_type: &str) -> Option<&'a str> {
     condition(object, condition_type).map(|c| text(c, &["status"]))
 }
 
 /// The condition of `type` in `status.conditions`.
-pub fn condition<'a>(object: &'a Value, condition_type: &str) -> Option<&'a Value> {
+pub(crate) fn condition<'a>(object: &'a Value, condition_type: &str) -> Option<&'a Value> {
     list(object, &["status", "conditions"])
         .iter()
         .find(|c| text(c, &["type"]) == condition_type)
 }
 
 /// Whether the condition of `type` is `True` (printers.go's `hasJobCondition` and friends).
-pub fn condition_true(object: &Value, condition_type: &str) -> bool {
+pub(crate) fn condition_true(object: &Value, condition_type: &str) -> bool {
     condition_status(object, condition_type) == Some("True")
 }
 
 /// A scalar as Go's `%v`/`String()` prints it: strings as is, numbers as written (quantities and
 /// int-or-strings arrive as either); `None` for anything else.
-pub fn scalar(value: Option<&Value>) -> Option<String> {
+pub(crate) fn scalar(value: Option<&Value>) -> Option<String> {
     match value? {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -103,12 +103,12 @@ pub fn scalar(value: Option<&Value>) -> Option<String> {
 
 /// A `resource.Quantity` as printed (`Quantity.String()`): as stored, `0` when absent. The fake does
 /// not canonicalise quantities (`1000m` stays `1000m`, upstream prints `1`).
-pub fn quantity(value: Option<&Value>) -> String {
+pub(crate) fn quantity(value: Option<&Value>) -> String {
     scalar(value).unwrap_or_else(|| "0".to_owned())
 }
 
 /// `labels.FormatLabels`: `k=v` pairs sorted by key, comma-separated; `<none>` when empty.
-pub fn format_labels(labels: Option<&Value>) -> String {
+pub(crate) fn format_labels(labels: Option<&Value>) -> String {
     let Some(labels) = labels.and_then(Value::as_object).filter(|m| !m.is_empty()) else {
         return "<none>".to_owned();
     };
@@ -127,7 +127,7 @@ pub fn format_labels(labels: Option<&Value>) -> String {
 /// A `metav1.LabelSelector` as `labels.Selector.String()` prints it: requirements sorted by key
 /// (`k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`), comma-separated; `""` for none or everything;
 /// `None` when the selector is not valid (unknown operator, `In` without values).
-pub fn label_selector(selector: Option<&Value>) -> Option<String> {
+pub(crate) fn label_selector(selector: Option<&Value>) -> Option<String> {
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return Some(String::new());
     };
@@ -165,7 +165,7 @@ pub fn label_selector(selector: Option<&Value>) -> Option<String> {
 }
 
 /// `metav1.FormatLabelSelector`: [`label_selector`], `<none>` when empty, `<error>` when invalid.
-pub fn format_label_selector(selector: Option<&Value>) -> String {
+pub(crate) fn format_label_selector(selector: Option<&Value>) -> String {
     match label_selector(selector) {
         Some(s) if s.is_empty() => "<none>".to_owned(),
         Some(s) => s,
@@ -174,7 +174,7 @@ pub fn format_label_selector(selector: Option<&Value>) -> String {
 }
 
 /// `layoutContainerCells`: the containers' names and images, each comma-separated.
-pub fn container_cells(pod_spec: Option<&Value>) -> (String, String) {
+pub(crate) fn container_cells(pod_spec: Option<&Value>) -> (String, String) {
     let containers = pod_spec.map_or(&[][..], |spec| list(spec, &["containers"]));
     let names: Vec<&str> = containers.iter().map(|c| text(c, &["name"])).collect();
     let images: Vec<&str> = containers.iter().map(|c| text(c, &["image"])).collect();
@@ -182,7 +182,7 @@ pub fn container_cells(pod_spec: Option<&Value>) -> (String, String) {
 }
 
 /// `helper.GetAccessModesAsString`: `RWO,ROX,RWX,RWOP` in that order, whatever the object's order.
-pub fn access_modes(modes: &[Value]) -> String {
+pub(crate) fn access_modes(modes: &[Value]) -> String {
     let has = |mode: &str| modes.iter().any(|m| m.as_str() == Some(mode));
     [
         ("ReadWriteOnce", "RWO"),
@@ -199,7 +199,7 @@ pub fn access_modes(modes: &[Value]) -> String {
 
 /// `loadBalancerStatusStringer` (wide, as the server prints): each ingress point's IP, or hostname
 /// without one, deduplicated and sorted, comma-separated.
-pub fn load_balancer_addresses(load_balancer: Option<&Value>) -> String {
+pub(crate) fn load_balancer_addresses(load_balancer: Option<&Value>) -> String {
     let ingress = load_balancer.map_or(&[][..], |lb| list(lb, &["ingress"]));
     let mut addresses: Vec<&str> = ingress
         .iter()
@@ -211,7 +211,7 @@ pub fn load_balancer_addresses(load_balancer: Option<&Value>) -> String {
 }
 
 /// printers.go's `"%s + %d more..."` tail: the shown items, then how many of `total` were left out.
-pub fn with_more(shown: &[String], total: usize) -> String {
+pub(crate) fn with_more(shown: &[String], total: usize) -> String {
     let joined = shown.join(",");
     if total > shown.len() {
         format!("{joined} + {} more...", total - shown.len())
@@ -221,7 +221,7 @@ pub fn with_more(shown: &[String], total: usize) -> String {
 }
 
 /// `printBoolPtr`: `True`/`False`, `<unset>` when absent.
-pub fn bool_ptr(value: Option<bool>) -> &'static str {
+pub(crate) fn bool_ptr(value: Option<bool>) -> &'static str {
     match value {
         Some(true) => "True",
         Some(false) => "False",

@@ -12,11 +12,11 @@
 //!
 //! Ages are computed against a `now` the caller passes ([`age`]).
 
-pub mod age;
+pub(crate) mod age;
 mod apiserver;
 mod cluster;
-pub mod format;
-pub mod printers;
+pub(crate) mod format;
+pub(crate) mod printers;
 mod services;
 mod storage;
 mod workloads;

@@ -107,10 +107,10 @@ impl PrintContext {
 }
 
 /// The cells of one object's row, in column order.
-pub type CellsFn = fn(&Value, &PrintContext) -> Vec<Value>;
+pub(crate) type CellsFn = fn(&Value, &PrintContext) -> Vec<Value>;
 
 /// The row conditions of one object (`metav1.TableRowCondition`s; only Pods have them).
-pub type ConditionsFn = fn(&Value) -> Vec<Value>;
+pub(crate) type ConditionsFn = fn(&Value) -> Vec<Value>;
 
 /// A built-in printer: its columns (for the server's version) and how a row is computed.
 #[derive(Debug, Clone)]
@@ -142,7 +142,7 @@ impl Printer {
 /// `PreemptionPolicy` from 1.32 (kubernetes#126529); ResourceQuota `Age` last from 1.33
 /// (kubernetes#129419); the default IngressClass marked `(default)` from 1.36 (not checked against
 /// upstream's source, which was not at hand for 1.36).
-pub fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Printer> {
+pub(crate) fn printer(group: &str, resource: &str, version: KubeVersion) -> Option<Printer> {
     let minor = |m: u32| version >= KubeVersion { major: 1, minor: m };
     Some(match (group, resource) {
         ("", "pods") => workloads::pod(),

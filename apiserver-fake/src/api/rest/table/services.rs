@@ -11,7 +11,7 @@ use super::format::{
 use super::printers::{Column, Printer};
 
 /// Service columns.
-pub fn service() -> Printer {
+pub(super) fn service() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -101,7 +101,7 @@ fn service_ports(ports: &[Value]) -> String {
 }
 
 /// Endpoints columns.
-pub fn endpoints() -> Printer {
+pub(super) fn endpoints() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -157,7 +157,7 @@ fn format_endpoints(subsets: &[Value]) -> String {
 }
 
 /// EndpointSlice columns.
-pub fn endpoint_slice() -> Printer {
+pub(super) fn endpoint_slice() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -215,7 +215,7 @@ fn list_with_more(items: &[String]) -> String {
 }
 
 /// Ingress columns.
-pub fn ingress() -> Printer {
+pub(super) fn ingress() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -282,7 +282,7 @@ fn ingress_hosts(rules: &[Value]) -> String {
 
 /// IngressClass columns; `mark_default`: the default class's name gets ` (default)` (1.36 and
 /// later).
-pub fn ingress_class(mark_default: bool) -> Printer {
+pub(super) fn ingress_class(mark_default: bool) -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -328,7 +328,7 @@ fn ingress_class_cells(class: &Value, ctx: &super::printers::PrintContext, mark_
 }
 
 /// NetworkPolicy columns.
-pub fn network_policy() -> Printer {
+pub(super) fn network_policy() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -350,7 +350,7 @@ pub fn network_policy() -> Printer {
 }
 
 /// ServiceCIDR columns.
-pub fn service_cidr() -> Printer {
+pub(super) fn service_cidr() -> Printer {
     Printer::new(
         vec![
             Column::NAME,

@@ -26,7 +26,7 @@ const VOLUME_MODE: &str = "volumeMode defines what type of volume is required by
 
 /// PersistentVolumeClaim columns; `attributes_class`: the `VolumeAttributesClass` column (1.29 and
 /// later).
-pub fn persistent_volume_claim(attributes_class: bool) -> Printer {
+pub(super) fn persistent_volume_claim(attributes_class: bool) -> Printer {
     let mut columns = vec![
         Column::NAME,
         Column::string(
@@ -92,7 +92,7 @@ pub fn persistent_volume_claim(attributes_class: bool) -> Printer {
 
 /// PersistentVolume columns; `attributes_class`: the `VolumeAttributesClass` column (1.29 and
 /// later).
-pub fn persistent_volume(attributes_class: bool) -> Printer {
+pub(super) fn persistent_volume(attributes_class: bool) -> Printer {
     let mut columns = vec![
         Column::NAME,
         Column::string(
@@ -175,7 +175,7 @@ pub fn persistent_volume(attributes_class: bool) -> Printer {
 }
 
 /// StorageClass columns.
-pub fn storage_class() -> Printer {
+pub(super) fn storage_class() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -220,7 +220,7 @@ pub fn storage_class() -> Printer {
 }
 
 /// CSIDriver columns.
-pub fn csi_driver() -> Printer {
+pub(super) fn csi_driver() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -290,7 +290,7 @@ pub fn csi_driver() -> Printer {
 }
 
 /// CSINode columns.
-pub fn csi_node() -> Printer {
+pub(super) fn csi_node() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -312,7 +312,7 @@ pub fn csi_node() -> Printer {
 }
 
 /// CSIStorageCapacity columns (no age, as upstream).
-pub fn csi_storage_capacity() -> Printer {
+pub(super) fn csi_storage_capacity() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -340,7 +340,7 @@ pub fn csi_storage_capacity() -> Printer {
 }
 
 /// VolumeAttachment columns (upstream gives `Attacher` the `name` format too).
-pub fn volume_attachment() -> Printer {
+pub(super) fn volume_attachment() -> Printer {
     Printer::new(
         vec![
             Column::NAME,

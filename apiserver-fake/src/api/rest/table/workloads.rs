@@ -24,7 +24,7 @@ fn desired_replicas(object: &Value) -> i64 {
 }
 
 /// Pod columns.
-pub fn pod() -> Printer {
+pub(super) fn pod() -> Printer {
     Printer {
         columns: vec![
             Column::NAME,
@@ -265,7 +265,7 @@ fn readiness_gates_cell(pod: &Value) -> String {
 }
 
 /// PodTemplate columns.
-pub fn pod_template() -> Printer {
+pub(super) fn pod_template() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -286,7 +286,7 @@ pub fn pod_template() -> Printer {
 }
 
 /// ReplicationController columns.
-pub fn replication_controller() -> Printer {
+pub(super) fn replication_controller() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -331,7 +331,7 @@ pub fn replication_controller() -> Printer {
 }
 
 /// ReplicaSet columns.
-pub fn replica_set() -> Printer {
+pub(super) fn replica_set() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -376,7 +376,7 @@ pub fn replica_set() -> Printer {
 }
 
 /// Deployment columns.
-pub fn deployment() -> Printer {
+pub(super) fn deployment() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -424,7 +424,7 @@ pub fn deployment() -> Printer {
 }
 
 /// StatefulSet columns.
-pub fn stateful_set() -> Printer {
+pub(super) fn stateful_set() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -452,7 +452,7 @@ pub fn stateful_set() -> Printer {
 }
 
 /// DaemonSet columns.
-pub fn daemon_set() -> Printer {
+pub(super) fn daemon_set() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -515,7 +515,7 @@ pub fn daemon_set() -> Printer {
 }
 
 /// Job columns; `with_status`: the `Status` column (1.30 and later).
-pub fn job(with_status: bool) -> Printer {
+pub(super) fn job(with_status: bool) -> Printer {
     let mut columns = vec![Column::NAME];
     if with_status {
         columns.push(Column::string("Status", "Status of the job."));
@@ -594,7 +594,7 @@ fn job_cells(job: &Value, ctx: &PrintContext) -> Vec<Value> {
 }
 
 /// CronJob columns.
-pub fn cron_job() -> Printer {
+pub(super) fn cron_job() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -661,7 +661,7 @@ pub fn cron_job() -> Printer {
 }
 
 /// HorizontalPodAutoscaler columns.
-pub fn horizontal_pod_autoscaler() -> Printer {
+pub(super) fn horizontal_pod_autoscaler() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -792,7 +792,7 @@ fn hpa_targets(hpa: &Value) -> String {
 }
 
 /// PodDisruptionBudget columns.
-pub fn pod_disruption_budget() -> Printer {
+pub(super) fn pod_disruption_budget() -> Printer {
     Printer::new(
         vec![
             Column::NAME,
@@ -825,7 +825,7 @@ pub fn pod_disruption_budget() -> Printer {
 }
 
 /// ControllerRevision columns.
-pub fn controller_revision() -> Printer {
+pub(super) fn controller_revision() -> Printer {
     Printer::new(
         vec![
             Column::NAME,

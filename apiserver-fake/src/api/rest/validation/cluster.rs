@@ -7,7 +7,7 @@ use super::pod::{PORT_PROTOCOLS, parse_quantity, port_name_violations, port_numb
 use super::{BadValue, FieldError, FieldErrors, Path, int_at, list_at, str_at};
 
 /// `ValidateLeaseSpec`.
-pub fn validate_lease(object: &Value) -> FieldErrors {
+pub(crate) fn validate_lease(object: &Value) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let path = Path::new("spec");
     if let Some(duration) = int_at(object, "/spec/leaseDurationSeconds")
@@ -35,7 +35,7 @@ pub fn validate_lease(object: &Value) -> FieldErrors {
 const PATH_TYPES: &[&str] = &["Exact", "ImplementationSpecific", "Prefix"];
 
 /// `ValidateIngressSpec`: a default backend or rules; hosts; paths and their backends.
-pub fn validate_ingress(object: &Value) -> FieldErrors {
+pub(crate) fn validate_ingress(object: &Value) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
@@ -193,7 +193,7 @@ fn ingress_backend(backend: &Value, path: &Path, errors: &mut FieldErrors) {
 }
 
 /// `ValidateNetworkPolicySpec`: ports, peers, policy types.
-pub fn validate_network_policy(object: &Value) -> FieldErrors {
+pub(crate) fn validate_network_policy(object: &Value) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
@@ -312,7 +312,7 @@ const ACCESS_MODES: &[&str] = &[
 ];
 
 /// `ValidatePersistentVolumeClaimSpec`: access modes, the storage request.
-pub fn validate_persistent_volume_claim(object: &Value) -> FieldErrors {
+pub(crate) fn validate_persistent_volume_claim(object: &Value) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");

@@ -9,10 +9,10 @@ use super::workloads::FIELD_IMMUTABLE;
 use super::{FieldError, FieldErrors, Path, str_at};
 
 /// `core.MaxSecretSize`: the most a ConfigMap or Secret may carry, in bytes.
-pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
+pub(crate) const MAX_SECRET_SIZE: usize = 1024 * 1024;
 
 /// `IsConfigMapKey`'s messages for `key`, in upstream's order.
-pub fn config_map_key_violations(key: &str) -> Vec<&'static str> {
+pub(crate) fn config_map_key_violations(key: &str) -> Vec<&'static str> {
     let mut out = Vec::new();
     if key.len() > 253 {
         out.push("must be no more than 253 characters");
@@ -53,7 +53,7 @@ fn byte_len(value: &Value) -> usize {
 }
 
 /// `ValidateConfigMap`.
-pub fn validate_config_map(object: &Value) -> FieldErrors {
+pub(crate) fn validate_config_map(object: &Value) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let mut total = 0;
     let binary = entries(object, "binaryData");
@@ -89,7 +89,7 @@ pub fn validate_config_map(object: &Value) -> FieldErrors {
 }
 
 /// `ValidateSecret` (and on update `ValidateSecretUpdate`: the type, and data of an immutable Secret).
-pub fn validate_secret(object: &Value, old: Option<&Value>) -> FieldErrors {
+pub(crate) fn validate_secret(object: &Value, old: Option<&Value>) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let data_path = Path::new("data");
     let data = entries(object, "data");
@@ -171,7 +171,7 @@ pub fn validate_secret(object: &Value, old: Option<&Value>) -> FieldErrors {
 }
 
 /// `ValidateNamespace`: each of `spec.finalizers` is a standard finalizer or a qualified name.
-pub fn validate_namespace(object: &Value) -> FieldErrors {
+pub(crate) fn validate_namespace(object: &Value) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let path = Path::new("spec").child("finalizers");
     for finalizer in super::list_at(object, "/spec/finalizers") {
@@ -189,7 +189,7 @@ pub fn validate_namespace(object: &Value) -> FieldErrors {
 }
 
 /// `ValidateServiceAccount`: metadata only, which [`super::super::names`] checks.
-pub fn validate_service_account(_object: &Value) -> FieldErrors {
+pub(crate) fn validate_service_account(_object: &Value) -> FieldErrors {
     FieldErrors::new()
 }
 

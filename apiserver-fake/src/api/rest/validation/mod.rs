@@ -13,12 +13,12 @@
 //! [`super::names`]; required fields and enumerations the OpenAPI schema declares by
 //! [`super::field_validation::schema_violations`].
 
-pub mod cluster;
-pub mod config;
-pub mod pod;
-pub mod rbac;
-pub mod service;
-pub mod workloads;
+pub(crate) mod cluster;
+pub(crate) mod config;
+pub(crate) mod pod;
+pub(crate) mod rbac;
+pub(crate) mod service;
+pub(crate) mod workloads;
 
 use std::fmt;
 
@@ -31,16 +31,16 @@ use crate::api::status::StatusCause;
 /// `field.Path`: where in the object an error is, printed as upstream prints it
 /// (`spec.containers[0].resources.limits[cpu]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Path(String);
+pub(crate) struct Path(String);
 
 impl Path {
     /// A path of one field (`spec`).
-    pub fn new(root: &str) -> Self {
+    pub(crate) fn new(root: &str) -> Self {
         Self(root.to_owned())
     }
 
     /// `fldPath.Child("name")`: a field of this one.
-    pub fn child(&self, name: &str) -> Self {
+    pub(crate) fn child(&self, name: &str) -> Self {
         if self.0.is_empty() {
             Self(name.to_owned())
         } else {
@@ -49,12 +49,12 @@ impl Path {
     }
 
     /// `fldPath.Index(i)`: an item of a list.
-    pub fn index(&self, i: usize) -> Self {
+    pub(crate) fn index(&self, i: usize) -> Self {
         Self(format!("{}[{i}]", self.0))
     }
 
     /// `fldPath.Key(k)`: an entry of a map.
-    pub fn key(&self, key: &str) -> Self {
+    pub(crate) fn key(&self, key: &str) -> Self {
         Self(format!("{}[{key}]", self.0))
     }
 }
@@ -67,7 +67,7 @@ impl fmt::Display for Path {
 
 /// `field.ErrorType`: the cause type (`FieldValueRequired`) and how the body starts (`Required value`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorType {
+pub(crate) enum ErrorType {
     /// `FieldValueNotFound`, `Not found`.
     NotFound,
     /// `FieldValueRequired`, `Required value` (the value is never shown).
@@ -86,7 +86,7 @@ pub enum ErrorType {
 
 impl ErrorType {
     /// The `StatusCause` type.
-    pub fn cause_type(self) -> &'static str {
+    pub(crate) fn cause_type(self) -> &'static str {
         match self {
             Self::NotFound => "FieldValueNotFound",
             Self::Required => "FieldValueRequired",
@@ -99,7 +99,7 @@ impl ErrorType {
     }
 
     /// `ErrorType.String()`.
-    pub fn text(self) -> &'static str {
+    pub(crate) fn text(self) -> &'static str {
         match self {
             Self::NotFound => "Not found",
             Self::Required => "Required value",
@@ -119,7 +119,7 @@ impl ErrorType {
 
 /// The bad value of a [`FieldError`], typed as Go's `%v`/`%q` printing needs it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum BadValue {
+pub(crate) enum BadValue {
     /// No value (`omitValue`, or a type whose body never shows it).
     Omit,
     /// A string, printed quoted (`"x"`).
@@ -145,7 +145,7 @@ pub enum BadValue {
 
 /// One `field.Error`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FieldError {
+pub(crate) struct FieldError {
     /// What is wrong.
     pub kind: ErrorType,
     /// Where.
@@ -158,22 +158,22 @@ pub struct FieldError {
 
 impl FieldError {
     /// `field.Required`.
-    pub fn required(field: &Path, detail: &str) -> Self {
+    pub(crate) fn required(field: &Path, detail: &str) -> Self {
         Self::new(ErrorType::Required, field, BadValue::Omit, detail)
     }
 
     /// `field.Invalid`.
-    pub fn invalid(field: &Path, value: BadValue, detail: &str) -> Self {
+    pub(crate) fn invalid(field: &Path, value: BadValue, detail: &str) -> Self {
         Self::new(ErrorType::Invalid, field, value, detail)
     }
 
     /// `field.Invalid` of a string value.
-    pub fn invalid_str(field: &Path, value: &str, detail: &str) -> Self {
+    pub(crate) fn invalid_str(field: &Path, value: &str, detail: &str) -> Self {
         Self::invalid(field, BadValue::Str(value.to_owned()), detail)
     }
 
     /// `field.NotSupported`: the detail lists the supported values, quoted.
-    pub fn not_supported(field: &Path, value: &str, supported: &[&str]) -> Self {
+    pub(crate) fn not_supported(field: &Path, value: &str, supported: &[&str]) -> Self {
         let quoted: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
         let detail = if quoted.is_empty() {
             String::new()
@@ -189,22 +189,22 @@ impl FieldError {
     }
 
     /// `field.Duplicate`.
-    pub fn duplicate(field: &Path, value: BadValue) -> Self {
+    pub(crate) fn duplicate(field: &Path, value: BadValue) -> Self {
         Self::new(ErrorType::Duplicate, field, value, "")
     }
 
     /// `field.NotFound`.
-    pub fn not_found(field: &Path, value: &str) -> Self {
+    pub(crate) fn not_found(field: &Path, value: &str) -> Self {
         Self::new(ErrorType::NotFound, field, BadValue::Str(value.to_owned()), "")
     }
 
     /// `field.Forbidden`.
-    pub fn forbidden(field: &Path, detail: &str) -> Self {
+    pub(crate) fn forbidden(field: &Path, detail: &str) -> Self {
         Self::new(ErrorType::Forbidden, field, BadValue::Omit, detail)
     }
 
     /// `field.TooLong`: `must have at most <max> bytes`.
-    pub fn too_long(field: &Path, max: usize) -> Self {
+    pub(crate) fn too_long(field: &Path, max: usize) -> Self {
         Self::new(
             ErrorType::TooLong,
             field,
@@ -224,7 +224,7 @@ impl FieldError {
 
     /// `ErrorBody()` as a kube-apiserver of `version` prints it: the type's text, the value unless the
     /// type omits it, and `: <detail>`.
-    pub fn body(&self, version: KubeVersion) -> String {
+    pub(crate) fn body(&self, version: KubeVersion) -> String {
         let mut body = self.kind.text().to_owned();
         if !self.kind.omits_value() {
             match &self.value {
@@ -272,7 +272,7 @@ impl FieldError {
     }
 
     /// The `StatusCause` `NewInvalid` makes of this error.
-    pub fn to_cause(&self, version: KubeVersion) -> StatusCause {
+    pub(crate) fn to_cause(&self, version: KubeVersion) -> StatusCause {
         StatusCause {
             reason: self.kind.cause_type().to_owned(),
             message: self.body(version),
@@ -301,16 +301,16 @@ fn go_quote(s: &str) -> String {
 }
 
 /// `field.ErrorList`.
-pub type FieldErrors = Vec<FieldError>;
+pub(crate) type FieldErrors = Vec<FieldError>;
 
 /// Renders `errors` as `StatusCause`s, in order.
-pub fn into_causes(errors: &[FieldError], version: KubeVersion) -> Vec<StatusCause> {
+pub(crate) fn into_causes(errors: &[FieldError], version: KubeVersion) -> Vec<StatusCause> {
     errors.iter().map(|e| e.to_cause(version)).collect()
 }
 
 /// The `ValidateCreate` (`old` `None`) or `ValidateUpdate` errors of a built-in object of `resource`
 /// at `version` (empty for kinds not covered and for custom resources).
-pub fn validate(
+pub(crate) fn validate(
     resource: &ResourceInfo,
     version: KubeVersion,
     object: &Value,
@@ -351,7 +351,7 @@ pub fn validate(
 
 /// What validators may depend on besides the object: the emulated version.
 #[derive(Debug, Clone, Copy)]
-pub struct Context {
+pub(crate) struct Context {
     /// The binary's version, for rules that changed between minors.
     #[expect(
         dead_code,

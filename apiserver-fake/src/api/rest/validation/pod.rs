@@ -63,7 +63,7 @@ const HTTP_SCHEMES: &[&str] = &["HTTP", "HTTPS"];
 const STANDARD_CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
 
 /// `ValidatePodCreate` / `ValidatePodUpdate`'s spec part: the pod spec at `spec`.
-pub fn validate_pod(ctx: &Context, object: &Value, _old: Option<&Value>) -> FieldErrors {
+pub(crate) fn validate_pod(ctx: &Context, object: &Value, _old: Option<&Value>) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let mut errors = validate_pod_spec(ctx, spec, &Path::new("spec"));
     if !list_at(spec, "/ephemeralContainers").is_empty() && _old.is_none() {
@@ -77,7 +77,7 @@ pub fn validate_pod(ctx: &Context, object: &Value, _old: Option<&Value>) -> Fiel
 
 /// `ValidatePodTemplateSpec`: the template at `path` (required: upstream's workloads report a missing
 /// template themselves) and its pod spec.
-pub fn validate_pod_template_spec(ctx: &Context, template: &Value, path: &Path) -> FieldErrors {
+pub(crate) fn validate_pod_template_spec(ctx: &Context, template: &Value, path: &Path) -> FieldErrors {
     let spec = template.get("spec").unwrap_or(&Value::Null);
     let mut errors = validate_pod_spec(ctx, spec, &path.child("spec"));
     if !list_at(spec, "/ephemeralContainers").is_empty() {
@@ -90,7 +90,7 @@ pub fn validate_pod_template_spec(ctx: &Context, template: &Value, path: &Path) 
 }
 
 /// `ValidatePodSpec` at `path`.
-pub fn validate_pod_spec(ctx: &Context, spec: &Value, path: &Path) -> FieldErrors {
+pub(crate) fn validate_pod_spec(ctx: &Context, spec: &Value, path: &Path) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let volumes = validate_volumes(list_at(spec, "/volumes"), &path.child("volumes"), &mut errors);
     let containers = list_at(spec, "/containers");

@@ -9,7 +9,7 @@ use super::{BadValue, FieldError, FieldErrors, Path, list_at, str_at};
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// `ValidateRole` / `ValidateClusterRole`: each rule by `ValidatePolicyRule` (`namespaced` for Roles).
-pub fn validate_role(object: &Value, namespaced: bool) -> FieldErrors {
+pub(crate) fn validate_role(object: &Value, namespaced: bool) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let path = Path::new("rules");
     for (i, rule) in list_at(object, "/rules").iter().enumerate() {
@@ -59,7 +59,7 @@ pub fn validate_role(object: &Value, namespaced: bool) -> FieldErrors {
 
 /// `ValidateRoleBinding` / `ValidateClusterRoleBinding` (`namespaced` for RoleBindings), and on
 /// update `roleRef`, which may not change.
-pub fn validate_role_binding(object: &Value, namespaced: bool, old: Option<&Value>) -> FieldErrors {
+pub(crate) fn validate_role_binding(object: &Value, namespaced: bool, old: Option<&Value>) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let role_ref = Path::new("roleRef");
     let group = str_at(object, "/roleRef/apiGroup");

@@ -19,7 +19,7 @@ const SERVICE_TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "N
 const SESSION_AFFINITIES: &[&str] = &["ClientIP", "None"];
 
 /// `ValidateService`, and on update `validateUpgradeDowngradeClusterIPs`.
-pub fn validate_service(_ctx: &Context, object: &Value, old: Option<&Value>) -> FieldErrors {
+pub(crate) fn validate_service(_ctx: &Context, object: &Value, old: Option<&Value>) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = FieldErrors::new();

@@ -13,16 +13,16 @@ use super::{
 };
 
 /// `apivalidation.FieldImmutableErrorMsg`.
-pub const FIELD_IMMUTABLE: &str = "field is immutable";
+pub(crate) const FIELD_IMMUTABLE: &str = "field is immutable";
 
 /// `ValidatePodTemplate`.
-pub fn validate_pod_template(ctx: &Context, object: &Value) -> FieldErrors {
+pub(crate) fn validate_pod_template(ctx: &Context, object: &Value) -> FieldErrors {
     let template = object.get("template").unwrap_or(&Value::Null);
     validate_pod_template_spec(ctx, template, &Path::new("template"))
 }
 
 /// `ValidateReplicationControllerSpec`.
-pub fn validate_replication_controller(ctx: &Context, object: &Value) -> FieldErrors {
+pub(crate) fn validate_replication_controller(ctx: &Context, object: &Value) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = FieldErrors::new();
@@ -55,7 +55,7 @@ pub fn validate_replication_controller(ctx: &Context, object: &Value) -> FieldEr
 }
 
 /// `ValidateDeploymentSpec`.
-pub fn validate_deployment(ctx: &Context, object: &Value) -> FieldErrors {
+pub(crate) fn validate_deployment(ctx: &Context, object: &Value) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = FieldErrors::new();
@@ -84,7 +84,7 @@ pub fn validate_deployment(ctx: &Context, object: &Value) -> FieldErrors {
 }
 
 /// `ValidateReplicaSetSpec`.
-pub fn validate_replica_set(ctx: &Context, object: &Value) -> FieldErrors {
+pub(crate) fn validate_replica_set(ctx: &Context, object: &Value) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = FieldErrors::new();
@@ -102,7 +102,7 @@ pub fn validate_replica_set(ctx: &Context, object: &Value) -> FieldErrors {
 
 /// `ValidateStatefulSetSpec` (which, as upstream, does not validate the template's pod spec), and on
 /// update the fields that may change.
-pub fn validate_stateful_set(ctx: &Context, object: &Value, old: Option<&Value>) -> FieldErrors {
+pub(crate) fn validate_stateful_set(ctx: &Context, object: &Value, old: Option<&Value>) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = FieldErrors::new();
@@ -165,7 +165,7 @@ pub fn validate_stateful_set(ctx: &Context, object: &Value, old: Option<&Value>)
 }
 
 /// `ValidateDaemonSetSpec`.
-pub fn validate_daemon_set(ctx: &Context, object: &Value) -> FieldErrors {
+pub(crate) fn validate_daemon_set(ctx: &Context, object: &Value) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = FieldErrors::new();
@@ -203,7 +203,7 @@ pub fn validate_daemon_set(ctx: &Context, object: &Value) -> FieldErrors {
 
 /// `ValidateJob` (`ValidateJobSpec`: `validateJobSpec`, the selector and its match), and on update
 /// `ValidateJobSpecUpdate`'s immutable fields.
-pub fn validate_job(ctx: &Context, object: &Value, old: Option<&Value>) -> FieldErrors {
+pub(crate) fn validate_job(ctx: &Context, object: &Value, old: Option<&Value>) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = job_spec(ctx, spec, &path);
@@ -294,7 +294,7 @@ fn job_spec(ctx: &Context, spec: &Value, path: &Path) -> FieldErrors {
 }
 
 /// `ValidateCronJobCreate`: the name's length, `validateCronJobSpec`.
-pub fn validate_cron_job(ctx: &Context, object: &Value) -> FieldErrors {
+pub(crate) fn validate_cron_job(ctx: &Context, object: &Value) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let name = str_at(object, "/metadata/name");
     // DNS1035LabelMaxLength - 11: room for the Jobs' suffix.
@@ -354,7 +354,7 @@ pub fn validate_cron_job(ctx: &Context, object: &Value) -> FieldErrors {
 
 /// `cron.ParseStandard` of `robfig/cron/v3`: five fields (or a `@` descriptor), each a list of
 /// `*`, `?`, numbers or names, ranges and steps within the field's bounds; its error texts.
-pub fn parse_schedule(schedule: &str) -> Result<(), String> {
+pub(crate) fn parse_schedule(schedule: &str) -> Result<(), String> {
     if schedule.starts_with("TZ=") || schedule.starts_with("CRON_TZ=") {
         return Ok(());
     }
