@@ -223,18 +223,9 @@ fn an_upgrade_of_processes_on_etcd_shows_false_404s_only_without_the_proxy() {
         ok,
         "upgrade failed (the gate: harm with the proxy on?): {stderr}\n{stdout}"
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).expect("report.json"))
-            .expect("report.json is JSON");
-    let runs = report["runs"].as_array().expect("runs");
-    let (on, off) = (&runs[0], &runs[1]);
-    for run in [on, off] {
-        assert!(run["acknowledged_writes"].as_u64() > Some(10), "{run}");
-        assert_eq!(run["lost_writes"], 0, "{run}");
-    }
-    assert_eq!(on["false_404"], 0, "{on}");
-    assert_eq!(on["missed_watch_events"], 0, "{on}");
-    assert!(off["false_404"].as_u64() > Some(0), "{off}");
+    kube_mvp_testing::UpgradeReport::read(out.path())
+        .expect("report.json")
+        .assert_false_404s_only_without_the_proxy();
 }
 
 /// `--exec` runs the user's program once per run with `KUBECONFIG` set to the load balancer's

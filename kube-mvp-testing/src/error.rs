@@ -41,6 +41,14 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// `report.json` is not what `apiserver-fake upgrade` writes.
+    #[error("{path}: not an upgrade report: {message}")]
+    Report {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// No server of this name in the cluster, or it has no process of its own to signal.
     #[error("no server named {0:?} in the cluster")]
     UnknownServer(String),
