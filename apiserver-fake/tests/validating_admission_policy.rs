@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use support::demo::{Demo, server};
-use support::{kubectl, kubectl_available};
+use support::{kubectl, kubectl_available, kubectl_ok};
 
 #[test]
 fn admission_policies_deny_and_warn_with_kubectl() {
@@ -334,4 +334,43 @@ fn params_and_audit_annotations_with_kubectl() {
         r#"[{"message":"at most 1 keys","policy":"secret-keys","binding":"secret-keys","expressionIndex":0,"validationActions":["Deny","Audit"]}]"#,
         "{refused}"
     );
+}
+
+/// A 1.29 member of a mixed cluster does not serve the policies' API (beta, off by default), so, as
+/// upstream's plugin behind its feature gate, it admits what the 1.30 member's policies deny: the
+/// policies are in the shared store all along, the servers differ only in whether they run them.
+#[test]
+fn only_servers_that_serve_the_api_run_validating_policies() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &config,
+        "servers:\n- name: a\n  version: \"1.30\"\n- name: b\n  version: \"1.29\"\nlb: none\n",
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let mut demo = Demo::start(dir.path(), &["--config", &config, "--no-controller-manager"]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let kubeconfig = |name: &str| PathBuf::from(server(&manifest, name)["kubeconfig"].as_str().expect("kubeconfig"));
+    let (a, b) = (kubeconfig("a"), kubeconfig("b"));
+    // The premise, as b's own discovery says: its admissionregistration.k8s.io/v1 has the webhook
+    // configurations and not the policies (a's has both).
+    let served = |kubeconfig: &Path| kubectl_ok(kubeconfig, &["get", "--raw", "/apis/admissionregistration.k8s.io/v1"]);
+    let (on_a, on_b) = (served(&a), served(&b));
+    assert!(on_b.contains("validatingwebhookconfigurations"), "{on_b}");
+    assert!(!on_b.contains("validatingadmissionpolicies"), "{on_b}");
+    assert!(on_a.contains("validatingadmissionpolicies"), "{on_a}");
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission_policy/policy.yaml");
+    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policy.to_string_lossy()]);
+    assert!(applied, "{err}");
+
+    let (created, _, denied) = kubectl(&a, &["create", "configmap", "settings"]);
+    assert!(!created, "a runs the Deny binding");
+    assert!(denied.contains("ValidatingAdmissionPolicy 'configmap-names'"), "{denied}");
+    let (created, _, err) = kubectl(&b, &["create", "configmap", "settings"]);
+    assert!(created, "b runs no validating policies: {err}");
+    kubectl_ok(&a, &["get", "configmap", "settings"]);
 }

@@ -14,6 +14,11 @@
 //! does not compile or fails to evaluate is an error handled by the policy's `failurePolicy` (`Fail`,
 //! the default, denies with `expression '<expression>' resulted in error: <error>`; `Ignore` skips it).
 //!
+//! The plugin runs where the server serves the `validatingadmissionpolicies` resource: upstream's plugin
+//! follows the `ValidatingAdmissionPolicy` feature gate, whose API the server then serves (GA and on from
+//! 1.30; beta, off by default, in 1.28 and 1.29 unless the gate and `--runtime-config` turn it on). So a
+//! 1.29 member of a mixed cluster admits what a 1.30 member's policies deny, as upstream's would.
+//!
 //! A policy's `matchConditions` (CEL, all must hold) are evaluated before its validations: a false one
 //! skips the policy; when none is false but one fails, `failurePolicy: Fail` makes the error a failed
 //! validation (its text the message, acted on by the binding's actions) and `Ignore` skips the policy, as
@@ -389,6 +394,14 @@ pub(crate) async fn admit(
     object: &Value,
     old: Option<&Value>,
 ) -> Result<Vec<String>, Status> {
+    if req
+        .ctx
+        .catalog
+        .versions_of("admissionregistration.k8s.io", "validatingadmissionpolicies")
+        .is_empty()
+    {
+        return Ok(Vec::new());
+    }
     let Ok((all_bindings, _)) = req.ctx.store.list(&bindings(), None).await else {
         return Ok(Vec::new());
     };
