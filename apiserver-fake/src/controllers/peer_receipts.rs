@@ -2,9 +2,11 @@
 //! proxy has asked for their discovery. Not upstream: kube-apiserver has no way to tell that its
 //! peers know it, so for a moment after a server becomes ready at a new version, its peers still
 //! answer 404 for the resources only it serves, the very false 404 the proxy exists to prevent.
-//! Each server running a Discovery-mode proxy publishes its receipt in the store's internal keyspace
-//! (beside the peer endpoint records, unreachable through the API), and a starting server's
-//! `/readyz` waits until every reachable peer that publishes receipts lists its current run.
+//! Each server running the proxy publishes its receipt in the store's internal keyspace (beside the
+//! peer endpoint records, unreachable through the API), and a starting server's `/readyz` waits until
+//! every reachable peer that publishes receipts lists its current run. In Discovery mode a receipt
+//! names the peers whose discovery the proxy has fetched; in StorageVersion mode, which fetches nothing,
+//! the peers whose address it holds (`server::mvp::peer_proxy`'s `run_address_receipts`).
 
 use std::sync::Arc;
 use std::time::Duration;
