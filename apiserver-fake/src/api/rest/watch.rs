@@ -6,7 +6,9 @@
 //!   changes; `"N"`: changes after N; N older than the store's history → one `ERROR` event carrying the
 //!   410 `Expired` Status (`too old resource version: N (M)`), then the stream ends.
 //! * `sendInitialEvents=true` (watch-list): initial `ADDED` events, then a `BOOKMARK` annotated
-//!   `k8s.io/initial-events-end: "true"`.
+//!   `k8s.io/initial-events-end: "true"`; with `resourceVersion=N` the initial state is at N or later
+//!   (504 `Too large resource version` when the store does not reach N within 3 s), never a bare
+//!   stream of changes a reflector would wait on for ever.
 //! * Selectors filter events; an object that starts or stops matching arrives as `ADDED`/`DELETED`.
 //! * `allowWatchBookmarks=true`: periodic `BOOKMARK` events whose object has only
 //!   `metadata.resourceVersion` (plus `apiVersion`/`kind`).
@@ -138,6 +140,37 @@ fn watch_timeout(req: &RestRequest<'_>) -> Result<Duration, Status> {
     }
 }
 
+/// How long a watch-list waits for the store to reach the `resourceVersion` it asked for (upstream's
+/// cacher: `waitUntilFreshAndBlock`'s 3 s) before the 504 `Too large resource version`.
+const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
+
+/// The objects a watch-list starts with: the current state, which for `resourceVersion=N`
+/// (`resourceVersionMatch=NotOlderThan`, client-go's reflector re-listing from its last version) must be
+/// at N or later. The state is read again until it is, for [`FRESHNESS_WAIT`].
+async fn initial_state(
+    store: &dyn crate::store::Store,
+    storage: &crate::store::StorageResource,
+    namespace: Option<&str>,
+    not_older_than: Option<u64>,
+) -> Result<(Vec<Value>, u64), StoreError> {
+    let deadline = Instant::now() + FRESHNESS_WAIT;
+    loop {
+        let (items, revision) = store.list(storage, namespace).await?;
+        match not_older_than {
+            Some(requested) if revision < requested => {
+                if Instant::now() >= deadline {
+                    return Err(StoreError::TooLargeResourceVersion {
+                        requested,
+                        current: revision,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            _ => return Ok((items, revision)),
+        }
+    }
+}
+
 /// Serves a watch.
 pub(crate) async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
     if req.format.encoding != Encoding::Json {
@@ -165,8 +198,8 @@ pub(crate) async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
     let storage = req.resource.storage();
     let namespace = req.namespace.as_deref();
     let mut pending = VecDeque::new();
-    let (events, last_revision) = if send_initial && from.is_none() {
-        let (items, revision) = store.list(&storage, namespace).await?;
+    let (events, last_revision) = if send_initial {
+        let (items, revision) = initial_state(store.as_ref(), &storage, namespace, from).await?;
         for item in items.into_iter().filter(|o| watcher.selection.matches(o)) {
             pending.push_back(watcher.encode(WatchEventType::Added, item));
         }
