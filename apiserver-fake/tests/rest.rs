@@ -1257,16 +1257,27 @@ async fn watch_ends_at_timeout_and_send_initial_events_ends_with_annotated_bookm
 async fn a_watch_list_from_a_resource_version_starts_with_the_current_state() {
     let api = Api::new();
     let first = api.post(JOBS, job("a")).await.json();
-    let rv = first["metadata"]["resourceVersion"].as_str().expect("resourceVersion").to_owned();
+    let rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion")
+        .to_owned();
     api.post(JOBS, job("b")).await;
-    let watch_list = "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan";
-    let mut body = open_watch(&api, &format!("{JOBS}?{watch_list}&resourceVersion={rv}&timeoutSeconds=1")).await;
+    let watch_list =
+        "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan";
+    let mut body = open_watch(
+        &api,
+        &format!("{JOBS}?{watch_list}&resourceVersion={rv}&timeoutSeconds=1"),
+    )
+    .await;
     let events = next_events(&mut body, 3).await;
     let added: Vec<_> = events[..2]
         .iter()
         .map(|e| (e["type"].clone(), e["object"]["metadata"]["name"].clone()))
         .collect();
-    assert_eq!(added, [(json!("ADDED"), json!("a")), (json!("ADDED"), json!("b"))]);
+    assert_eq!(
+        added,
+        [(json!("ADDED"), json!("a")), (json!("ADDED"), json!("b"))]
+    );
     assert_eq!(events[2]["type"], "BOOKMARK");
     assert_eq!(
         events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
@@ -1276,16 +1287,26 @@ async fn a_watch_list_from_a_resource_version_starts_with_the_current_state() {
         .as_str()
         .and_then(|v| v.parse().ok())
         .expect("a numeric resourceVersion");
-    assert!(at > rv.parse::<u64>().expect("numeric"), "the state includes b: {at} after {rv}");
+    assert!(
+        at > rv.parse::<u64>().expect("numeric"),
+        "the state includes b: {at} after {rv}"
+    );
 
-    let future = api.get(&format!("{JOBS}?{watch_list}&resourceVersion=999999999")).await;
+    let future = api
+        .get(&format!("{JOBS}?{watch_list}&resourceVersion=999999999"))
+        .await;
     assert_eq!(future.status, StatusCode::GATEWAY_TIMEOUT, "{}", future.text);
     let status = future.json();
     assert!(
-        status["message"].as_str().is_some_and(|m| m.starts_with("Too large resource version: 999999999, current: ")),
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Too large resource version: 999999999, current: ")),
         "{status}"
     );
-    assert_eq!(status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge", "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge",
+        "{status}"
+    );
 }
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";

@@ -354,11 +354,22 @@ fn only_servers_that_serve_the_api_run_validating_policies() {
     let config = config.display().to_string();
     let mut demo = Demo::start(dir.path(), &["--config", &config, "--no-controller-manager"]);
     let manifest = demo.wait_for_manifest(dir.path());
-    let kubeconfig = |name: &str| PathBuf::from(server(&manifest, name)["kubeconfig"].as_str().expect("kubeconfig"));
+    let kubeconfig = |name: &str| {
+        PathBuf::from(
+            server(&manifest, name)["kubeconfig"]
+                .as_str()
+                .expect("kubeconfig"),
+        )
+    };
     let (a, b) = (kubeconfig("a"), kubeconfig("b"));
     // The premise, as b's own discovery says: its admissionregistration.k8s.io/v1 has the webhook
     // configurations and not the policies (a's has both).
-    let served = |kubeconfig: &Path| kubectl_ok(kubeconfig, &["get", "--raw", "/apis/admissionregistration.k8s.io/v1"]);
+    let served = |kubeconfig: &Path| {
+        kubectl_ok(
+            kubeconfig,
+            &["get", "--raw", "/apis/admissionregistration.k8s.io/v1"],
+        )
+    };
     let (on_a, on_b) = (served(&a), served(&b));
     assert!(on_b.contains("validatingwebhookconfigurations"), "{on_b}");
     assert!(!on_b.contains("validatingadmissionpolicies"), "{on_b}");
@@ -369,8 +380,33 @@ fn only_servers_that_serve_the_api_run_validating_policies() {
 
     let (created, _, denied) = kubectl(&a, &["create", "configmap", "settings"]);
     assert!(!created, "a runs the Deny binding");
-    assert!(denied.contains("ValidatingAdmissionPolicy 'configmap-names'"), "{denied}");
+    assert!(
+        denied.contains("ValidatingAdmissionPolicy 'configmap-names'"),
+        "{denied}"
+    );
     let (created, _, err) = kubectl(&b, &["create", "configmap", "settings"]);
     assert!(created, "b runs no validating policies: {err}");
     kubectl_ok(&a, &["get", "configmap", "settings"]);
+
+    // A policy whose expression does not compile is refused at create, with upstream's field error,
+    // through a and through b (which proxies it to a).
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: broken}\n\
+         spec:\n  matchConstraints:\n    resourceRules:\n    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}\n  \
+         validations:\n  - {expression: \"object.\"}\n",
+    )
+    .expect("policy");
+    for kubeconfig in [&a, &b] {
+        let (created, _, err) = kubectl(kubeconfig, &["create", "-f", &broken.to_string_lossy()]);
+        assert!(!created, "a policy that cannot compile is refused");
+        assert!(
+            err.contains(
+                "The ValidatingAdmissionPolicy \"broken\" is invalid: spec.validations[0].expression: \
+                 Invalid value: \"object.\": compilation failed: ERROR: <input>:1:"
+            ),
+            "{err}"
+        );
+    }
 }

@@ -21,8 +21,8 @@ impl UpgradeReport {
     /// cannot be read and [`Error::Report`] when it is not a JSON object with a `runs` array.
     pub fn read(out_dir: impl AsRef<Path>) -> Result<Self> {
         let path = out_dir.as_ref().join("report.json");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
         let json: Value = serde_json::from_str(&text).map_err(|e| Error::Report {
             path: path.clone(),
             message: e.to_string(),
@@ -59,7 +59,10 @@ impl UpgradeReport {
     pub fn assert_false_404s_only_without_the_proxy(&self) {
         let path = self.path.display();
         let (Some(on), Some(off)) = (self.run(true), self.run(false)) else {
-            panic!("{path}: a run with the proxy on and one with it off (--mvp both): {}", self.json);
+            panic!(
+                "{path}: a run with the proxy on and one with it off (--mvp both): {}",
+                self.json
+            );
         };
         for run in [on, off] {
             assert!(run["acknowledged_writes"].as_u64() > Some(10), "{path}: {run}");
@@ -101,19 +104,22 @@ mod tests {
     #[test]
     #[should_panic(expected = "with the proxy")]
     fn a_false_404_with_the_proxy_fails() {
-        report(&ON.replace(r#""false_404": 0"#, r#""false_404": 1"#), OFF).assert_false_404s_only_without_the_proxy();
+        report(&ON.replace(r#""false_404": 0"#, r#""false_404": 1"#), OFF)
+            .assert_false_404s_only_without_the_proxy();
     }
 
     #[test]
     #[should_panic(expected = "without the proxy")]
     fn no_false_404_without_the_proxy_fails() {
-        report(ON, &OFF.replace(r#""false_404": 7"#, r#""false_404": 0"#)).assert_false_404s_only_without_the_proxy();
+        report(ON, &OFF.replace(r#""false_404": 7"#, r#""false_404": 0"#))
+            .assert_false_404s_only_without_the_proxy();
     }
 
     #[test]
     #[should_panic(expected = "lost_writes")]
     fn a_lost_write_fails() {
-        report(ON, &OFF.replace(r#""lost_writes": 0"#, r#""lost_writes": 1"#)).assert_false_404s_only_without_the_proxy();
+        report(ON, &OFF.replace(r#""lost_writes": 0"#, r#""lost_writes": 1"#))
+            .assert_false_404s_only_without_the_proxy();
     }
 
     #[test]
@@ -121,9 +127,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         assert!(matches!(UpgradeReport::read(dir.path()), Err(Error::Io { .. })));
         write(dir.path(), "not json");
-        assert!(matches!(UpgradeReport::read(dir.path()), Err(Error::Report { .. })));
+        assert!(matches!(
+            UpgradeReport::read(dir.path()),
+            Err(Error::Report { .. })
+        ));
         write(dir.path(), r#"{"from": "1.35"}"#);
         let err = UpgradeReport::read(dir.path()).expect_err("no runs");
-        assert!(err.to_string().ends_with("report.json: not an upgrade report: no `runs` array"), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("report.json: not an upgrade report: no `runs` array"),
+            "{err}"
+        );
     }
 }

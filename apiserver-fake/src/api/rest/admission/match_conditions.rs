@@ -21,7 +21,7 @@ pub(crate) struct MatchCondition {
 }
 
 /// The variables a match condition may name.
-const VARIABLES: &[&str] = &["object", "oldObject", "request"];
+pub(crate) const VARIABLES: &[&str] = &["object", "oldObject", "request"];
 
 /// What a webhook's conditions decided.
 #[derive(Debug, Clone, PartialEq, Eq)]

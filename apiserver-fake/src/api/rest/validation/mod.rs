@@ -9,10 +9,12 @@
 //! One module per area: [`pod`] (the pod spec of Pods and every pod template), [`workloads`]
 //! (Deployment, ReplicaSet, StatefulSet, DaemonSet, ReplicationController, PodTemplate, Job, CronJob),
 //! [`service`], [`config`] (ConfigMap, Secret, Namespace, ServiceAccount), [`rbac`], [`cluster`]
-//! (Lease, Ingress, NetworkPolicy, PersistentVolumeClaim). Object names are checked before this, by
+//! (Lease, Ingress, NetworkPolicy, PersistentVolumeClaim), [`admission_registration`] (admission policies,
+//! their bindings, webhook configurations: every CEL expression compiles). Object names are checked before this, by
 //! [`super::names`]; required fields and enumerations the OpenAPI schema declares by
 //! [`super::field_validation::schema_violations`].
 
+pub(crate) mod admission_registration;
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod pod;
@@ -345,6 +347,19 @@ pub(crate) fn validate(
         ("networking.k8s.io", "ingresses") => cluster::validate_ingress(object),
         ("networking.k8s.io", "networkpolicies") => cluster::validate_network_policy(object),
         ("", "persistentvolumeclaims") => cluster::validate_persistent_volume_claim(object),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            admission_registration::validate_validating_admission_policy(object)
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            admission_registration::validate_validating_admission_policy_binding(object)
+        }
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicies") => {
+            admission_registration::validate_mutating_admission_policy(object)
+        }
+        (
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations" | "mutatingwebhookconfigurations",
+        ) => admission_registration::validate_webhook_configuration(object),
         _ => Vec::new(),
     }
 }
