@@ -1300,7 +1300,7 @@ async fn a_watch_list_from_a_resource_version_starts_with_the_current_state() {
     assert!(
         status["message"]
             .as_str()
-            .is_some_and(|m| m.starts_with("Too large resource version: 999999999, current: ")),
+            .is_some_and(|m| m.starts_with("Timeout: Too large resource version: 999999999, current: ")),
         "{status}"
     );
     assert_eq!(

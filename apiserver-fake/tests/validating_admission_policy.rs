@@ -388,8 +388,8 @@ fn only_servers_that_serve_the_api_run_validating_policies() {
     assert!(created, "b runs no validating policies: {err}");
     kubectl_ok(&a, &["get", "configmap", "settings"]);
 
-    // A policy whose expression does not compile is refused at create, with upstream's field error,
-    // through a and through b (which proxies it to a).
+    // A policy whose expression does not compile is refused at create, with upstream's field error
+    // (through a: b's own discovery, 1.29's, has no such kind for kubectl to map).
     let broken = dir.path().join("broken.yaml");
     std::fs::write(
         &broken,
@@ -398,15 +398,13 @@ fn only_servers_that_serve_the_api_run_validating_policies() {
          validations:\n  - {expression: \"object.\"}\n",
     )
     .expect("policy");
-    for kubeconfig in [&a, &b] {
-        let (created, _, err) = kubectl(kubeconfig, &["create", "-f", &broken.to_string_lossy()]);
-        assert!(!created, "a policy that cannot compile is refused");
-        assert!(
-            err.contains(
-                "The ValidatingAdmissionPolicy \"broken\" is invalid: spec.validations[0].expression: \
-                 Invalid value: \"object.\": compilation failed: ERROR: <input>:1:"
-            ),
-            "{err}"
-        );
-    }
+    let (created, _, err) = kubectl(&a, &["create", "-f", &broken.to_string_lossy()]);
+    assert!(!created, "a policy that cannot compile is refused");
+    assert!(
+        err.contains(
+            "The ValidatingAdmissionPolicy \"broken\" is invalid: spec.validations[0].expression: \
+             Invalid value: \"object.\": compilation failed: ERROR: <input>:1:"
+        ),
+        "{err}"
+    );
 }

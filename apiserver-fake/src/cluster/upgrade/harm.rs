@@ -716,7 +716,7 @@ fn workload_object(
     if target.resource == "configmaps" {
         object["data"] = json!({"role": role});
     } else {
-        object["spec"] = json!({});
+        object["spec"] = target.minimal_spec();
     }
     object
 }

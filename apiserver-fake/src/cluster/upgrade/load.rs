@@ -586,7 +586,7 @@ fn object(target: &TargetResource, name: &str, generation: u64, rv: Option<Strin
     if target.resource == "configmaps" {
         object["data"] = json!({"generation": generation.to_string()});
     } else {
-        object["spec"] = json!({});
+        object["spec"] = target.minimal_spec();
     }
     object
 }
