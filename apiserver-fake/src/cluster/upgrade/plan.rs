@@ -499,3 +499,42 @@ pub(crate) fn server_name(index: usize) -> String {
         _ => format!("s{index}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::TargetResource;
+    use crate::api::rest::validation::admission_registration as admission;
+
+    fn target(resource: &str, kind: &str) -> TargetResource {
+        TargetResource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            kind: kind.into(),
+            namespaced: false,
+        }
+    }
+
+    /// 1.29 → 1.30 writes admission policies and bindings: an empty spec is refused, the minimal one is not.
+    #[test]
+    fn the_minimal_spec_of_a_validated_kind_is_admitted() {
+        let policy = target("validatingadmissionpolicies", "ValidatingAdmissionPolicy");
+        assert!(!admission::validate_validating_admission_policy(&json!({"spec": {}})).is_empty());
+        assert!(
+            admission::validate_validating_admission_policy(&json!({"spec": policy.minimal_spec()}))
+                .is_empty()
+        );
+        let binding = target(
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
+        );
+        assert!(!admission::validate_validating_admission_policy_binding(&json!({"spec": {}})).is_empty());
+        assert!(
+            admission::validate_validating_admission_policy_binding(&json!({"spec": binding.minimal_spec()}))
+                .is_empty()
+        );
+        assert_eq!(target("leases", "Lease").minimal_spec(), json!({}));
+    }
+}
