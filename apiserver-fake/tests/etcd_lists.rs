@@ -2,7 +2,8 @@
 //! (`api::rest::chunked_list`), seen from outside: a server process of the built binary on a private
 //! etcd lists 1,234 ConfigMaps (more than two ranges) with and without a selector, and answers what
 //! the one-read path answers (the same items in key order, a `Content-Length` equal to the body, one
-//! resourceVersion that a watch can start from).
+//! resourceVersion that a watch can start from); and a list at a `resourceVersion` reads what it asks
+//! for (`Exact`: the state at that revision).
 //!
 //! Needs the `etcd` feature and `etcd` on `PATH`; otherwise it says it is skipped (and fails when
 //! `KUBE_MVP_REQUIRE_ETCD=1`, as CI sets it).
@@ -37,16 +38,16 @@ mod with_etcd {
             .collect()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_full_list_read_in_ranges_answers_what_one_read_did() {
+    /// One server process of the built binary on a private etcd, and an admin client of it; `None`
+    /// (said skipped) without etcd on `PATH`.
+    async fn one_server_on_etcd(dir: &Path) -> Option<(ProcessCluster, Arc<TestClient>)> {
         if !apiserver_fake::cluster::etcd_process::etcd_installed() {
             crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
-            return;
+            return None;
         }
-        let dir = tempfile::tempdir().expect("tempdir");
         let cluster = ProcessCluster::start(
             Path::new(env!("CARGO_BIN_EXE_apiserver-fake")),
-            Some(dir.path().join("cluster")),
+            Some(dir.join("cluster")),
             vec![member("b", 2, "1.36", &[])],
             0,
             EtcdBackend::Private,
@@ -60,6 +61,71 @@ mod with_etcd {
             &d.join("ca.crt"),
             Some((&d.join("admin.crt"), &d.join("admin.key"))),
         ));
+        Some((cluster, client))
+    }
+
+    /// `resourceVersion` on a list, as kube-apiserver answers it on etcd: `Exact` reads the state at
+    /// that revision (an object created later is not in it), `NotOlderThan` the current state, and a
+    /// revision etcd has not reached is the cacher's 504 after its 3 s wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_at_a_resource_version_reads_what_it_asks_for() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some((cluster, client)) = one_server_on_etcd(dir.path()).await else {
+            return;
+        };
+        let first = client
+            .post(CONFIGMAPS, &json!({"metadata": {"name": "first"}}).to_string())
+            .await;
+        assert_eq!(first.status, StatusCode::CREATED, "{}", first.text());
+        let at = first.json()["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("resourceVersion")
+            .to_owned();
+        let second = client
+            .post(CONFIGMAPS, &json!({"metadata": {"name": "second"}}).to_string())
+            .await;
+        assert_eq!(second.status, StatusCode::CREATED, "{}", second.text());
+
+        let exact = client
+            .get(&format!(
+                "{CONFIGMAPS}?resourceVersion={at}&resourceVersionMatch=Exact"
+            ))
+            .await;
+        assert_eq!(exact.status, StatusCode::OK, "{}", exact.text());
+        let exact = exact.json();
+        assert_eq!(names(&exact), ["first"]);
+        assert_eq!(exact["metadata"]["resourceVersion"], json!(at));
+
+        let newer = client
+            .get(&format!(
+                "{CONFIGMAPS}?resourceVersion={at}&resourceVersionMatch=NotOlderThan"
+            ))
+            .await
+            .json();
+        assert_eq!(names(&newer), ["first", "second"]);
+
+        let future = client
+            .get(&format!(
+                "{CONFIGMAPS}?resourceVersion=999999999&resourceVersionMatch=NotOlderThan"
+            ))
+            .await;
+        assert_eq!(future.status, StatusCode::GATEWAY_TIMEOUT, "{}", future.text());
+        assert!(
+            future.json()["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Timeout: Too large resource version: 999999999, current: ")),
+            "{}",
+            future.text()
+        );
+        cluster.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_list_read_in_ranges_answers_what_one_read_did() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some((cluster, client)) = one_server_on_etcd(dir.path()).await else {
+            return;
+        };
         const COUNT: usize = 1_234;
         let mut writers = Vec::new();
         for w in 0..8 {

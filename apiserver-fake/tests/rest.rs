@@ -1309,6 +1309,61 @@ async fn a_watch_list_from_a_resource_version_starts_with_the_current_state() {
     );
 }
 
+/// `resourceVersion` on a list and a get of the in-memory store, which keeps no old revisions: a
+/// version it has not reached is the cacher's 504 after 3 s; `NotOlderThan` an older one reads the
+/// current state; `Exact` reads the current state only at its revision, and an older one is the 410
+/// of a compacted revision (on etcd it reads the old state: `tests/etcd_lists.rs`).
+#[tokio::test]
+async fn reads_at_a_resource_version_are_answered_as_upstream() {
+    let api = Api::new();
+    let first = api.post(JOBS, job("a")).await.json();
+    let at = first["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion")
+        .to_owned();
+    let latest = api.post(JOBS, job("b")).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion")
+        .to_owned();
+
+    let newer = api
+        .get(&format!(
+            "{JOBS}?resourceVersion={at}&resourceVersionMatch=NotOlderThan"
+        ))
+        .await;
+    assert_eq!(newer.status, StatusCode::OK, "{}", newer.text);
+    assert_eq!(newer.json()["items"].as_array().map(Vec::len), Some(2));
+    let current = api
+        .get(&format!(
+            "{JOBS}?resourceVersion={latest}&resourceVersionMatch=Exact"
+        ))
+        .await;
+    assert_eq!(current.status, StatusCode::OK, "{}", current.text);
+    let old = api
+        .get(&format!("{JOBS}?resourceVersion={at}&resourceVersionMatch=Exact"))
+        .await;
+    assert_eq!(old.status, StatusCode::GONE, "{}", old.text);
+    assert_eq!(
+        old.json()["message"],
+        "The resourceVersion for the provided list is too old."
+    );
+
+    for uri in [
+        format!("{JOBS}?resourceVersion=999999999"),
+        format!("{JOBS}/a?resourceVersion=999999999"),
+    ] {
+        let future = api.get(&uri).await;
+        assert_eq!(
+            future.status,
+            StatusCode::GATEWAY_TIMEOUT,
+            "{uri}: {}",
+            future.text
+        );
+    }
+    let found = api.get(&format!("{JOBS}/a?resourceVersion={at}")).await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.text);
+}
+
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";

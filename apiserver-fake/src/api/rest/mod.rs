@@ -26,6 +26,7 @@ pub(crate) mod conversion;
 pub mod defaults;
 pub(crate) mod delete;
 pub mod field_validation;
+pub(crate) mod freshness;
 pub(crate) mod garbage_collection;
 pub(crate) mod generation;
 pub(crate) mod lifecycle;

@@ -177,7 +177,9 @@ pub(crate) fn render_object(req: &RestRequest<'_>, object: Value) -> Value {
 
 /// `GET .../<name>` (and `.../<name>/status`, which returns the whole object as upstream).
 pub(crate) async fn get(req: &RestRequest<'_>) -> Result<Response, Status> {
-    list_options::resource_version(&req.query, ReadPath::WatchCache)?;
+    if let Some(requested) = list_options::resource_version(&req.query, ReadPath::WatchCache)? {
+        super::freshness::wait_until_fresh(req.ctx.store.as_ref(), requested).await?;
+    }
     let object = req.ctx.store.get(&req.resource.storage(), &req.key()).await?;
     Ok(req.respond(StatusCode::OK, &render_object(req, object)))
 }
@@ -188,13 +190,34 @@ const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old 
      of the results. Continuing with the provided token results in an inconsistent list - objects that were created, \
      modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
+/// Upstream's answer to `resourceVersionMatch=Exact` at a revision etcd has compacted (etcd3's `expired`).
+const LIST_TOO_OLD: &str = "The resourceVersion for the provided list is too old.";
+
+/// What a list's `resourceVersion=N` asks of the store: a state at N or later (waiting for the store
+/// to reach N, as [`super::freshness`]); with `resourceVersionMatch=Exact`, the state at N itself,
+/// which a store that keeps old revisions (etcd) reads at N (`Some(N)`) and one that keeps none (the
+/// in-memory store) has only while N is its current revision (else 410, as a compacted revision).
+async fn pinned_revision(req: &RestRequest<'_>, requested: u64) -> Result<Option<u64>, Status> {
+    let current = super::freshness::wait_until_fresh(req.ctx.store.as_ref(), requested).await?;
+    if req.query.get("resourceVersionMatch") != Some("Exact") {
+        return Ok(None);
+    }
+    if req.ctx.store.reads_at_revision() {
+        Ok(Some(requested))
+    } else if requested < current {
+        Err(Status::resource_expired(LIST_TOO_OLD))
+    } else {
+        Ok(None)
+    }
+}
+
 /// `GET` on a collection.
 pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let selection = Selection::from_request(req)?;
     let limit = list_options::int64(&req.query, "limit")?.unwrap_or(0);
     list_options::int64(&req.query, "timeoutSeconds")?;
     list_options::validate(&req.query, false)?;
-    list_options::resource_version(&req.query, ReadPath::List)?;
+    let requested = list_options::resource_version(&req.query, ReadPath::List)?;
     let limit = u64::try_from(limit).unwrap_or(0);
     let token = match req.query.get("continue").filter(|c| !c.is_empty()) {
         Some(raw) => {
@@ -207,7 +230,15 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
         }
         None => None,
     };
-    if limit == 0 && token.is_none() && req.format == OutputFormat::JSON && req.ctx.store.reads_at_revision()
+    let pinned = match requested {
+        Some(requested) => pinned_revision(req, requested).await?,
+        None => None,
+    };
+    if limit == 0
+        && token.is_none()
+        && pinned.is_none()
+        && req.format == OutputFormat::JSON
+        && req.ctx.store.reads_at_revision()
     {
         return chunked_list::respond(req, &selection).await;
     }
@@ -221,7 +252,7 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut range_limit = if paging { limit.min(MAX_RANGE_LIMIT) } else { 0 };
     let mut start = token.as_ref().map(|t| t.start_key.clone());
-    let mut revision = token.as_ref().map(|t| t.resource_version);
+    let mut revision = token.as_ref().map(|t| t.resource_version).or(pinned);
     let mut items = Vec::new();
     let mut last_key = None;
     let (has_more, count) = loop {
@@ -234,6 +265,7 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
                 StoreError::Expired { .. } if token.is_some() => {
                     Status::resource_expired(INCONSISTENT_CONTINUE)
                 }
+                StoreError::Expired { .. } if pinned.is_some() => Status::resource_expired(LIST_TOO_OLD),
                 other => Status::from(other),
             })?;
         revision = Some(page.revision);

@@ -140,20 +140,16 @@ fn watch_timeout(req: &RestRequest<'_>) -> Result<Duration, Status> {
     }
 }
 
-/// How long a watch-list waits for the store to reach the `resourceVersion` it asked for (upstream's
-/// cacher: `waitUntilFreshAndBlock`'s 3 s) before the 504 `Too large resource version`.
-const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
-
 /// The objects a watch-list starts with: the current state, which for `resourceVersion=N`
 /// (`resourceVersionMatch=NotOlderThan`, client-go's reflector re-listing from its last version) must be
-/// at N or later. The state is read again until it is, for [`FRESHNESS_WAIT`].
+/// at N or later. The state is read again until it is, for [`super::freshness::FRESHNESS_WAIT`].
 async fn initial_state(
     store: &dyn crate::store::Store,
     storage: &crate::store::StorageResource,
     namespace: Option<&str>,
     not_older_than: Option<u64>,
 ) -> Result<(Vec<Value>, u64), StoreError> {
-    let deadline = Instant::now() + FRESHNESS_WAIT;
+    let deadline = Instant::now() + super::freshness::FRESHNESS_WAIT;
     loop {
         let (items, revision) = store.list(storage, namespace).await?;
         match not_older_than {
