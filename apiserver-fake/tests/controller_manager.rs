@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use support::demo::{Demo, server};
+use support::demo::Demo;
 use support::{kubectl, kubectl_available};
 
 /// How long a namespace may take to go: upstream's 5 s grace period and a few retries.
@@ -19,13 +19,7 @@ const GONE_WITHIN: Duration = Duration::from_secs(40);
 
 fn kubeconfigs(demo: &mut Demo, dir: &Path) -> (PathBuf, PathBuf) {
     let manifest = demo.wait_for_manifest(dir);
-    let kubeconfig = |name: &str| {
-        PathBuf::from(
-            server(&manifest, name)["kubeconfig"]
-                .as_str()
-                .expect("kubeconfig"),
-        )
-    };
+    let kubeconfig = |name: &str| support::demo::kubeconfig(&manifest, name);
     (kubeconfig("a"), kubeconfig("b"))
 }
 

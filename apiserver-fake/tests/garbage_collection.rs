@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::demo::{Demo, server};
+use support::demo::Demo;
 use support::{eventually, kubectl, kubectl_available};
 
 /// How long the collector may take to act (it reacts to watch events; this is a deadline, not a wait).
@@ -27,13 +27,7 @@ fn start() -> Cluster {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut demo = Demo::start(dir.path(), &[]);
     let manifest = demo.wait_for_manifest(dir.path());
-    let kubeconfig = |name| {
-        PathBuf::from(
-            server(&manifest, name)["kubeconfig"]
-                .as_str()
-                .expect("kubeconfig"),
-        )
-    };
+    let kubeconfig = |name: &str| support::demo::kubeconfig(&manifest, name);
     Cluster {
         a: kubeconfig("a"),
         b: kubeconfig("b"),

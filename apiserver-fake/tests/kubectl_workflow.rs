@@ -5,9 +5,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use support::demo::{Demo, server};
+use support::demo::Demo;
 use support::{kubectl, kubectl_available};
 
 #[test]
@@ -18,13 +18,7 @@ fn readme_kubectl_workflow_against_the_demo() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut demo = Demo::start(dir.path(), &[]);
     let manifest = demo.wait_for_manifest(dir.path());
-    let kubeconfig = |name: &str| {
-        PathBuf::from(
-            server(&manifest, name)["kubeconfig"]
-                .as_str()
-                .expect("kubeconfig"),
-        )
-    };
+    let kubeconfig = |name: &str| support::demo::kubeconfig(&manifest, name);
     let (a, b) = (kubeconfig("a"), kubeconfig("b"));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/job.yaml");
     let original = std::fs::read_to_string(&example).expect("docs/examples/job.yaml");

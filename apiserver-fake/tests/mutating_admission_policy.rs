@@ -308,13 +308,7 @@ fn only_servers_that_serve_the_api_run_mutating_policies() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut demo = Demo::start(dir.path(), &["--preset", "upgrade", "--no-controller-manager"]);
     let manifest = demo.wait_for_manifest(dir.path());
-    let kubeconfig = |name: &str| {
-        PathBuf::from(
-            server(&manifest, name)["kubeconfig"]
-                .as_str()
-                .expect("kubeconfig"),
-        )
-    };
+    let kubeconfig = |name: &str| support::demo::kubeconfig(&manifest, name);
     let (a, b) = (kubeconfig("a"), kubeconfig("b"));
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, LABEL_ALL).expect("policy");

@@ -354,13 +354,7 @@ fn only_servers_that_serve_the_api_run_validating_policies() {
     let config = config.display().to_string();
     let mut demo = Demo::start(dir.path(), &["--config", &config, "--no-controller-manager"]);
     let manifest = demo.wait_for_manifest(dir.path());
-    let kubeconfig = |name: &str| {
-        PathBuf::from(
-            server(&manifest, name)["kubeconfig"]
-                .as_str()
-                .expect("kubeconfig"),
-        )
-    };
+    let kubeconfig = |name: &str| support::demo::kubeconfig(&manifest, name);
     let (a, b) = (kubeconfig("a"), kubeconfig("b"));
     // The premise, as b's own discovery says: its admissionregistration.k8s.io/v1 has the webhook
     // configurations and not the policies (a's has both).

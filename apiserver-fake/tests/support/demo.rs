@@ -61,6 +61,11 @@ pub fn server<'a>(manifest: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("server {name} in {manifest}"))
 }
 
+/// The kubeconfig of server `name` in a `cluster.json`.
+pub fn kubeconfig(manifest: &Value, name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(server(manifest, name)["kubeconfig"].as_str().expect("kubeconfig"))
+}
+
 /// An admin client of server `s` of the cluster in `dir`.
 pub fn admin(dir: &Path, s: &Value) -> TestClient {
     TestClient::new(
