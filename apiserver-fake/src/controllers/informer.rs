@@ -13,6 +13,21 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::{StorageResource, Store};
 
+/// The objects of an informer's list that decode as `T`; the others are skipped (a store holds
+/// only objects the API validated, so none should be).
+pub(crate) fn decoded<T: serde::de::DeserializeOwned>(objects: &[Value]) -> Vec<T> {
+    objects
+        .iter()
+        .filter_map(|object| match T::deserialize(object) {
+            Ok(decoded) => Some(decoded),
+            Err(err) => {
+                tracing::warn!(error = %err, "skipping an object an informer cannot read");
+                None
+            }
+        })
+        .collect()
+}
+
 /// Calls `on_change` with the full list of `resource` (in `namespace`, when given) after the initial
 /// list and after every change, until `cancel`. A watch that ends (e.g. it fell behind the store's
 /// history) is replaced by a fresh list and watch, so no change is missed.

@@ -11,8 +11,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::controllers::informer::run_informer;
-use crate::server::mvp::peer_proxy::decoded;
+use crate::controllers::informer::{decoded, run_informer};
 use crate::store::{StorageResource, Store};
 
 /// The storage resource of APIServices.

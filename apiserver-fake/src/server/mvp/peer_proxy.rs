@@ -20,15 +20,13 @@ use mvp_core::{
     PeerAggregatedDiscoveryHandler, PeerEndpoints, PeerResolutionMode, PeerResolver, PeerTlsConfig,
     PeerTransport, StorageVersion, StorageVersionIndex, StorageVersionResolver,
 };
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::catalog::ServedApis;
 use crate::controllers::identity::IDENTITY_LEASE_NAMESPACE;
-use crate::controllers::informer::run_informer;
+use crate::controllers::informer::{decoded, run_informer};
 use crate::controllers::{peer_endpoint, peer_receipts};
 use crate::server::config::ServerOptions;
 use crate::store::{StorageResource, Store};
@@ -397,21 +395,6 @@ pub(crate) async fn install(
         endpoints,
     };
     Ok(Some((layer, proxy)))
-}
-
-/// The objects of an informer's list that decode as `T`; the others are skipped (a store holds
-/// only objects the API validated, so none should be).
-pub(crate) fn decoded<T: DeserializeOwned>(objects: &[Value]) -> Vec<T> {
-    objects
-        .iter()
-        .filter_map(|object| match T::deserialize(object) {
-            Ok(decoded) => Some(decoded),
-            Err(err) => {
-                tracing::warn!(error = %err, "skipping an object the peer proxy cannot read");
-                None
-            }
-        })
-        .collect()
 }
 
 /// Runs `future` until `cancel` fires.
