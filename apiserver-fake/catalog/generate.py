@@ -5,7 +5,7 @@ Usage: python3 apiserver-fake/catalog/generate.py <kube-apis-dir> [<output-dir>]
 
 <kube-apis-dir> holds v1.28.json ... v1.36.json (schema: its README.md). The output (default: this
 script's folder, apiserver-fake/catalog) keeps only what a server needs, in a compact layout read by
-apiserver-fake/src/api/catalog/table.rs. With --check nothing is written: the script exits 1 when a
+apiserver-fake/src/api/catalog/minors.rs. With --check nothing is written: the script exits 1 when a
 committed table differs from what the data gives (`just check-generated <dir>`).
 
   {"kubernetesVersion": "1.36",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates apiserver-fake/src/protobuf/table.rs: the Kubernetes protobuf schema table.
+"""Regenerates apiserver-fake/src/protobuf/messages.rs: the Kubernetes protobuf schema table.
 
 For every message of the Kubernetes API (k8s.io/api, apimachinery, apiextensions-apiserver,
 kube-aggregator) the table lists its fields in Go struct order: field number, JSON name, value type,
@@ -45,7 +45,7 @@ def _crate_sources(pattern):
 REGISTRY = _registry()
 PB = _crate_sources('k8s-pb-0.9.0/src')[0]
 OPENAPI = _crate_sources('k8s-openapi-0.29.0/src/v1_*')
-OUT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src', 'protobuf', 'table.rs'))
+OUT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src', 'protobuf', 'messages.rs'))
 
 # k8s-pb module directory -> Kubernetes proto package prefix.
 ROOTS = {

@@ -4,7 +4,7 @@
 //! module defines what a row means and finds messages by their proto name
 //! (`k8s.io.api.core.v1.Pod`).
 
-use super::table::MESSAGES;
+use super::messages::MESSAGES;
 
 /// One protobuf message type of the Kubernetes API.
 #[derive(Debug)]

@@ -18,9 +18,9 @@
 
 mod custom;
 mod feature_gates;
+mod minors;
 mod runtime_config;
 mod served;
-mod table;
 mod version;
 
 pub use custom::{

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::custom::compare_kube_aware_versions;
+use super::minors::{self, TableResource, TableSubresource};
 use super::runtime_config::{VERSION_MATCHERS, matcher_matches};
-use super::table::{self, TableResource, TableSubresource};
 use super::{
     ApiGroup, ApiResource, ApiSubresource, ApiVersion, CatalogError, FeatureGates, KubeVersion,
     RuntimeConfig, ServedApis,
@@ -24,7 +24,7 @@ impl ServedApis {
         runtime_config: &RuntimeConfig,
         feature_gates: &FeatureGates,
     ) -> Result<Self, CatalogError> {
-        let table = table::table(version).ok_or_else(|| {
+        let table = minors::table(version).ok_or_else(|| {
             if KubeVersion::new(version.major, version.minor).is_ok() {
                 CatalogError::CorruptTable {
                     version: version.to_string(),
@@ -308,7 +308,7 @@ mod tests {
     }
 
     fn all_group_versions(minor: u32) -> usize {
-        table::table(v(minor))
+        minors::table(v(minor))
             .unwrap()
             .groups
             .iter()
@@ -487,7 +487,7 @@ mod tests {
     #[test]
     fn feature_gate_defaults_agree_with_the_tables() {
         for version in KubeVersion::all() {
-            for group in &table::table(version).unwrap().groups {
+            for group in &minors::table(version).unwrap().groups {
                 for tv in &group.versions {
                     for r in &tv.resources {
                         if let Some(gate) = &r.feature_gate {
