@@ -324,6 +324,136 @@ mod with_etcd {
         drop(etcd);
     }
 
+    /// A watch's BOOKMARKs never run ahead of the changes it has delivered: a client that resumes from
+    /// a bookmark (client-go's reflector does) misses nothing. Bookmarks every 10 ms while four writers
+    /// write ConfigMaps in the watched namespace and in another: every change after a bookmark has a
+    /// higher revision than it. With the cache, the other namespace's changes move the bookmarks on
+    /// (they reach the last write's revision); without it, a bookmark carries the last change seen.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bookmarks_never_run_ahead_of_the_changes_a_watch_delivered() {
+        for cache in ["true", "false"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let Some(etcd) = etcd(dir.path(), 0) else { return };
+            let flags = [
+                "--watch-bookmark-interval=10ms",
+                if cache == "true" {
+                    "--watch-cache=true"
+                } else {
+                    "--watch-cache=false"
+                },
+            ];
+            let (_cluster, client) = server(dir.path(), &etcd, &flags).await;
+            let namespace = client
+                .post(
+                    "/api/v1/namespaces",
+                    &json!({"metadata": {"name": "other"}}).to_string(),
+                )
+                .await;
+            assert_eq!(namespace.status, StatusCode::CREATED, "{}", namespace.text());
+            let from = list_revision(&client).await;
+            let path = format!("{CONFIGMAPS}?watch=true&allowWatchBookmarks=true&resourceVersion={from}");
+            let response = client.open(Method::GET, &path, &[], None).await;
+            assert_eq!(response.status(), StatusCode::OK);
+            let mut body = response.into_body();
+
+            const WRITES: usize = 200;
+            let mut writers = Vec::new();
+            for (w, namespace) in [(0, "default"), (1, "other"), (2, "default"), (3, "other")] {
+                let client = client.clone();
+                writers.push(tokio::spawn(async move {
+                    let mut last = 0;
+                    for i in (w / 2..WRITES).step_by(2) {
+                        let body = json!({"metadata": {"name": format!("cm-{i:03}")}}).to_string();
+                        let reply = client
+                            .post(&format!("/api/v1/namespaces/{namespace}/configmaps"), &body)
+                            .await;
+                        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+                        last = revision(&reply.json());
+                    }
+                    last
+                }));
+            }
+            // The stream as a client reads it: (type, revision), until every write of `default` has
+            // arrived and a bookmark has reached `until` (once the writers are done).
+            let mut events: Vec<(String, u64)> = Vec::new();
+            let mut buffer = Vec::new();
+            let mut until: Option<u64> = None;
+            let mut writers = Some(writers);
+            let mut last_bookmark = 0;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let added = events.iter().filter(|(t, _)| t == "ADDED").count();
+                if added == WRITES {
+                    if let Some(writers) = writers.take() {
+                        let mut last = 0;
+                        for writer in writers {
+                            last = last.max(writer.await.expect("writer"));
+                        }
+                        until = Some(if cache == "true" {
+                            last
+                        } else {
+                            events.last().map_or(0, |(_, rv)| *rv)
+                        });
+                    }
+                    if until.is_some_and(|until| last_bookmark >= until) {
+                        break;
+                    }
+                }
+                let frame = tokio::time::timeout_at(deadline, body.frame())
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "cache={cache}: {added} of {WRITES} changes and a bookmark at {until:?} \
+                             (last {last_bookmark}) within 60 s"
+                        )
+                    })
+                    .expect("the watch stays open")
+                    .expect("a frame");
+                let Ok(data) = frame.into_data() else { continue };
+                buffer.extend_from_slice(&data);
+                while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buffer.drain(..=end).collect();
+                    let event: Value = serde_json::from_slice(&line).expect("a JSON watch event");
+                    let kind = event["type"].as_str().expect("type").to_owned();
+                    let rv = revision(&event["object"]);
+                    if kind == "BOOKMARK" {
+                        last_bookmark = rv;
+                    }
+                    events.push((kind, rv));
+                }
+            }
+            // The attempt was made: bookmarks came between changes, not only after them.
+            let first_change = events.iter().position(|(t, _)| t != "BOOKMARK").expect("changes");
+            let last_change = events
+                .iter()
+                .rposition(|(t, _)| t != "BOOKMARK")
+                .expect("changes");
+            let interleaved = events[first_change..last_change]
+                .iter()
+                .filter(|(t, _)| t == "BOOKMARK")
+                .count();
+            assert!(
+                interleaved >= 3,
+                "cache={cache}: only {interleaved} bookmarks among the changes"
+            );
+            let mut highest = from;
+            for (i, (kind, rv)) in events.iter().enumerate() {
+                if kind == "BOOKMARK" {
+                    assert!(
+                        *rv >= highest,
+                        "cache={cache}: bookmark {i} at {rv} went back from {highest}"
+                    );
+                } else {
+                    assert!(
+                        *rv > highest,
+                        "cache={cache}: {kind} {i} at {rv} came after a bookmark or change at {highest}"
+                    );
+                }
+                highest = highest.max(*rv);
+            }
+        }
+    }
+
     /// Consistent lists (`resourceVersion` unset) under concurrent writes to ConfigMaps and to another
     /// resource (which moves etcd's revision without a ConfigMap event): every list holds every
     /// ConfigMap acknowledged before it was sent. On an etcd whose requested progress notifications

@@ -97,6 +97,8 @@ pub trait ServerContext: Send + Sync + 'static {
     fn emulated_version(&self) -> KubeVersion;
     /// `--service-cluster-ip-range`.
     fn service_cidr(&self) -> ServiceCidr;
+    /// `--watch-bookmark-interval`.
+    fn watch_bookmark_interval(&self) -> std::time::Duration;
     /// `--webhook-service-address`.
     fn webhook_service_addresses(&self) -> Arc<crate::api::rest::admission::ServiceAddresses>;
     /// What discovery documents need to know about this server.

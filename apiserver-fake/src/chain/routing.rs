@@ -120,6 +120,7 @@ async fn api<S: ServerContext>(State(state): State<Arc<S>>, req: Request) -> Res
     }
     let ctx = crate::api::rest::RestContext::new(state.store().clone(), served, state.binary_version())
         .with_service_cidr(state.service_cidr())
+        .with_bookmark_interval(state.watch_bookmark_interval())
         .with_webhook_service_addresses(state.webhook_service_addresses())
         .with_service_account_tokens(state.authenticator().service_account_tokens().clone());
     crate::api::rest::handle(&ctx, &info, Request::from_parts(parts, body)).await

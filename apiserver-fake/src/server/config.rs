@@ -157,6 +157,10 @@ pub struct ServerFlags {
     /// or StorageVersion change.
     #[arg(long, default_value_t = 60)]
     pub storage_version_gc_period_seconds: u64,
+    /// (fake) How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK, a Go duration
+    /// (upstream: about every minute, its cacher's bookmark frequency).
+    #[arg(long, default_value = "1m0s")]
+    pub watch_bookmark_interval: String,
     /// An optional field indicating the duration a handler must keep a request open before timing it
     /// out. This is the default request timeout for requests but may be overridden by flags such as
     /// --min-request-timeout for specific types of requests. (kube-apiserver's flag and default; a Go
@@ -294,6 +298,8 @@ pub struct ServerOptions {
     pub storage_version_gc_period: Duration,
     /// `--request-timeout`: the deadline of every request that is not long-running.
     pub request_timeout: Duration,
+    /// `--watch-bookmark-interval`.
+    pub watch_bookmark_interval: Duration,
     /// The parsed `--authorization-mode`.
     pub authorizer: crate::chain::authorization::Authorizer,
     /// The parsed `--service-cluster-ip-range`.
@@ -524,6 +530,16 @@ impl ServerFlags {
                 reason: e.to_string(),
             },
         )?;
+        let watch_bookmark_interval = match go_duration(&self.watch_bookmark_interval) {
+            Some(interval) if !interval.is_zero() => interval,
+            _ => {
+                return Err(ConfigError::InvalidValue {
+                    flag: "watch-bookmark-interval",
+                    value: self.watch_bookmark_interval.clone(),
+                    reason: "must be a positive duration such as 1m0s".to_owned(),
+                });
+            }
+        };
         let audit_policy = match &self.audit_policy_file {
             Some(path) => Some(crate::chain::audit::AuditPolicy::load(path)?),
             None => None,
@@ -558,6 +574,7 @@ impl ServerFlags {
             departed_peer_grace: Duration::from_secs(self.departed_peer_grace_seconds),
             storage_version_gc_period: Duration::from_secs(self.storage_version_gc_period_seconds),
             request_timeout,
+            watch_bookmark_interval,
             authorizer: crate::chain::authorization::Authorizer::from_flag(&self.authorization_mode)?,
         })
     }

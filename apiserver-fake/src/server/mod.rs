@@ -248,6 +248,10 @@ impl crate::chain::ServerContext for ServerState {
         self.options.service_cidr
     }
 
+    fn watch_bookmark_interval(&self) -> std::time::Duration {
+        self.options.watch_bookmark_interval
+    }
+
     fn webhook_service_addresses(&self) -> Arc<crate::api::rest::admission::ServiceAddresses> {
         self.options.webhook_service_addresses.clone()
     }

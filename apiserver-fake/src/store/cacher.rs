@@ -291,7 +291,10 @@ impl ResourceCache {
             return true;
         }
         state.revision = revision;
-        if !bookmark {
+        if bookmark {
+            // Progress, in order with the changes: client watches' bookmarks may carry it.
+            let _ = state.events.send(Arc::new(event));
+        } else {
             let key = object_key(&event.object);
             let cached = Arc::new(CachedEvent::encode(&event));
             match event.event_type {
@@ -390,18 +393,24 @@ impl ResourceCache {
         let events = futures_util::stream::iter(backlog)
             .map(|cached| Arc::new(cached.decode()))
             .chain(live)
-            .filter(move |event| {
-                let keep = event.revision > from
-                    && namespace.as_deref().is_none_or(|ns| {
+            .filter(move |event| std::future::ready(event.revision > from))
+            .map(move |event| {
+                let wanted = event.event_type == WatchEventType::Bookmark
+                    || namespace.as_deref().is_none_or(|ns| {
                         event
                             .object
                             .pointer("/metadata/namespace")
                             .and_then(Value::as_str)
                             == Some(ns)
                     });
-                std::future::ready(keep)
-            })
-            .map(|event| Ok(Arc::unwrap_or_clone(event)));
+                // A change of another namespace still moves this watch's revision on: it passes as a
+                // bookmark, so the client's bookmarks carry the cache's progress, never more.
+                Ok(if wanted {
+                    Arc::unwrap_or_clone(event)
+                } else {
+                    WatchEvent::progress(event.revision)
+                })
+            });
         Ok(Some(events.boxed()))
     }
 

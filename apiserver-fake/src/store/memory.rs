@@ -539,6 +539,12 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(lock(&self.state).revision)))
     }
 
+    /// Changes are broadcast under the state's lock as the revision moves, so the current revision is
+    /// one every open watch has been handed.
+    fn bookmark_revision<'a>(&'a self, _resource: &'a StorageResource) -> BoxFuture<'a, Option<u64>> {
+        Box::pin(std::future::ready(Some(lock(&self.state).revision)))
+    }
+
     fn put_internal<'a>(
         &'a self,
         key: &'a str,

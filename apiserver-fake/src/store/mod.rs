@@ -155,7 +155,9 @@ pub enum WatchEventType {
     Modified,
     /// The object was deleted; the event carries its last state at the deletion revision.
     Deleted,
-    /// Only the revision moved on (REST-level progress notification; never produced by the store).
+    /// Only the revision moved on: a progress notification (etcd's, through
+    /// [`Store::watch_progress`]; the watch cache's, in order with its changes), or the REST level's
+    /// BOOKMARK. Its object carries nothing a client may rely on.
     Bookmark,
     /// An error (a `Status` object) terminates the watch (REST level; never produced by the store).
     Error,
@@ -173,6 +175,18 @@ pub struct WatchEvent {
     /// The object before the change (`None` for `Added`), as etcd's `prevKV`: lets a filtered watch
     /// turn a change into `ADDED`/`DELETED` when the object enters or leaves its selector.
     pub prev_object: Option<Object>,
+}
+
+impl WatchEvent {
+    /// A progress notification: every change up to `revision` has been delivered before it.
+    pub fn progress(revision: u64) -> Self {
+        Self {
+            event_type: WatchEventType::Bookmark,
+            object: Value::Null,
+            revision,
+            prev_object: None,
+        }
+    }
 }
 
 /// A stream of watch events in commit order. It yields one `Err` and ends when the watcher fell
@@ -404,6 +418,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// The store's current revision.
     fn current_revision(&self) -> BoxFuture<'_, StoreResult<u64>>;
+
+    /// The revision a watch BOOKMARK of `resource` may carry: every change of `resource` at or below it
+    /// is already queued on each watch of it this store opened before the call, so a watcher that then
+    /// drains its stream without waiting has delivered them all and a client resuming from the bookmark
+    /// misses nothing. `None` when the store cannot vouch for such a revision (a watch fed over the
+    /// network, as etcd's, may still have changes in flight): the bookmark then carries the last revision
+    /// the watch delivered.
+    fn bookmark_revision<'a>(&'a self, resource: &'a StorageResource) -> BoxFuture<'a, Option<u64>> {
+        let _ = resource;
+        Box::pin(std::future::ready(None))
+    }
 
     /// Internal keyspace: writes `value` under `key`, visible for `ttl` (refresh by writing again).
     fn put_internal<'a>(

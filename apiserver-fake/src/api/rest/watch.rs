@@ -11,7 +11,9 @@
 //!   stream of changes a reflector would wait on for ever.
 //! * Selectors filter events; an object that starts or stops matching arrives as `ADDED`/`DELETED`.
 //! * `allowWatchBookmarks=true`: periodic `BOOKMARK` events whose object has only
-//!   `metadata.resourceVersion` (plus `apiVersion`/`kind`).
+//!   `metadata.resourceVersion` (plus `apiVersion`/`kind`), every `--watch-bookmark-interval`. Their
+//!   revision never runs ahead of what the stream has delivered: a client resuming from a bookmark
+//!   misses no change (on etcd, the watch cache's progress; without the cache, the last change seen).
 //! * `timeoutSeconds`: the stream ends after it (default: a random 30–60 minutes, as upstream's
 //!   `MinRequestTimeout` jitter).
 //! * A watcher too slow for the store's buffer has its stream closed, as the cacher closes
@@ -112,6 +114,9 @@ struct State {
     bookmarks: Option<Interval>,
     deadline: Pin<Box<Sleep>>,
     store: std::sync::Arc<dyn crate::store::Store>,
+    storage: crate::store::StorageResource,
+    /// The newest revision the store's watch has delivered (changes and progress alike): a bookmark
+    /// never carries more, or a client resuming from it would miss the changes still in flight.
     last_revision: u64,
 }
 
@@ -120,16 +125,40 @@ impl State {
     fn drain_ready(&mut self) {
         while let Some(events) = self.events.as_mut() {
             match events.next().now_or_never() {
-                Some(Some(Ok(event))) => {
-                    self.last_revision = self.last_revision.max(event.revision);
-                    if let Some(line) = self.watcher.translate(event) {
-                        self.pending.push_back(line);
-                    }
-                }
+                Some(Some(Ok(event))) => self.deliver(event),
                 Some(Some(Err(_)) | None) => self.events = None,
                 None => break,
             }
         }
+    }
+
+    /// Queues what a store event means to the client (nothing for progress, or for an object outside
+    /// its selection) and notes how far the store's watch has come.
+    fn deliver(&mut self, event: WatchEvent) {
+        self.last_revision = self.last_revision.max(event.revision);
+        if event.event_type == WatchEventType::Bookmark {
+            return;
+        }
+        if let Some(line) = self.watcher.translate(event) {
+            self.pending.push_back(line);
+        }
+    }
+
+    /// The periodic BOOKMARK, after every change the store's watch has ready is queued. Its revision
+    /// is one the store vouches every watch has been handed, else the last one this watch delivered.
+    /// None when the watch ended meanwhile (fallen behind): resuming from a bookmark would skip what
+    /// it lost.
+    async fn periodic_bookmark(&mut self) {
+        let vouched = self.store.bookmark_revision(&self.storage).await;
+        self.drain_ready();
+        if self.events.is_none() {
+            return;
+        }
+        if let Some(revision) = vouched {
+            self.last_revision = self.last_revision.max(revision);
+        }
+        let bookmark = self.watcher.bookmark(self.last_revision, false);
+        self.pending.push_back(bookmark);
     }
 }
 
@@ -231,6 +260,7 @@ pub(crate) async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
         bookmarks: if ended { None } else { bookmarks },
         deadline: Box::pin(tokio::time::sleep(timeout)),
         store: store.clone(),
+        storage: storage.clone(),
         last_revision,
     };
     let stream = futures_util::stream::unfold(state, |mut state| async move {
@@ -241,12 +271,7 @@ pub(crate) async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
             let events = state.events.as_mut()?;
             tokio::select! {
                 event = events.next() => match event {
-                    Some(Ok(event)) => {
-                        state.last_revision = state.last_revision.max(event.revision);
-                        if let Some(line) = state.watcher.translate(event) {
-                            state.pending.push_back(line);
-                        }
-                    }
+                    Some(Ok(event)) => state.deliver(event),
                     // Lagged (Expired) or store gone: close like the cacher closes slow watchers.
                     Some(Err(_)) | None => return None,
                 },
@@ -255,14 +280,7 @@ pub(crate) async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
                         Some(interval) => { interval.tick().await; }
                         None => std::future::pending::<()>().await,
                     }
-                } => {
-                    // Progress: the store's revision, after every event up to it has been queued.
-                    let revision = state.store.current_revision().await.unwrap_or(state.last_revision);
-                    state.drain_ready();
-                    state.last_revision = state.last_revision.max(revision);
-                    let bookmark = state.watcher.bookmark(state.last_revision, false);
-                    state.pending.push_back(bookmark);
-                }
+                } => state.periodic_bookmark().await,
                 () = state.deadline.as_mut() => return None,
             }
         }
