@@ -324,6 +324,72 @@ mod with_etcd {
         drop(etcd);
     }
 
+    /// A list with `resourceVersion=0` ("any") is answered from the watch cache at the revision it
+    /// holds, without catching up with etcd, as upstream's cacher answers it: even while etcd is down,
+    /// where a consistent list fails; pages too (`limit`, then `continue` at the cache's revision).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lists_at_resource_version_0_are_answered_from_the_cache_while_etcd_is_down() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(etcd) = etcd(dir.path(), 0) else { return };
+        let (_cluster, client) = server(dir.path(), &etcd, &[]).await;
+        let mut written = 0;
+        for name in ["a", "b", "c"] {
+            let reply = client
+                .post(CONFIGMAPS, &json!({"metadata": {"name": name}}).to_string())
+                .await;
+            assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+            written = revision(&reply.json());
+        }
+        let names = |list: &Value| -> Vec<String> {
+            list["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|item| item["metadata"]["name"].as_str().expect("name").to_owned())
+                .collect()
+        };
+        // The cache starts on the first list and then holds the three.
+        eventually(
+            "the cache to hold the writes",
+            Duration::from_secs(10),
+            || async {
+                let list = client.get(&format!("{CONFIGMAPS}?resourceVersion=0")).await;
+                (list.status == StatusCode::OK && revision(&list.json()) >= written).then_some(())
+            },
+        )
+        .await;
+
+        drop(etcd);
+        eventually("the server to see etcd down", Duration::from_secs(10), || async {
+            let ready = client.try_send(Method::GET, "/readyz", &[], None).await;
+            ready.is_ok_and(|r| r.status != StatusCode::OK).then_some(())
+        })
+        .await;
+        // The attempt is real: a consistent list needs etcd and fails now.
+        let consistent = client.get(CONFIGMAPS).await;
+        assert_ne!(consistent.status, StatusCode::OK, "{}", consistent.text());
+
+        let any = client.get(&format!("{CONFIGMAPS}?resourceVersion=0")).await;
+        assert_eq!(any.status, StatusCode::OK, "{}", any.text());
+        let any = any.json();
+        assert_eq!(names(&any), ["a", "b", "c"]);
+        assert!(revision(&any) >= written, "{any}");
+
+        let first = client
+            .get(&format!("{CONFIGMAPS}?resourceVersion=0&limit=2"))
+            .await;
+        assert_eq!(first.status, StatusCode::OK, "{}", first.text());
+        let first = first.json();
+        assert_eq!(names(&first), ["a", "b"]);
+        assert_eq!(first["metadata"]["remainingItemCount"], 1);
+        let token = first["metadata"]["continue"].as_str().expect("a continue token");
+        let rest = client
+            .get(&format!("{CONFIGMAPS}?limit=2&continue={token}"))
+            .await;
+        assert_eq!(rest.status, StatusCode::OK, "{}", rest.text());
+        assert_eq!(names(&rest.json()), ["c"]);
+    }
+
     /// A watch's BOOKMARKs never run ahead of the changes it has delivered: a client that resumes from
     /// a bookmark (client-go's reflector does) misses nothing. Bookmarks every 10 ms while four writers
     /// write ConfigMaps in the watched namespace and in another: every change after a bookmark has a

@@ -696,6 +696,27 @@ impl Store for CachedStore {
         })
     }
 
+    fn list_range_any<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        start: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<RangePage>> {
+        Box::pin(async move {
+            // Upstream waits for the cache to be ready (or answers 429 while it initializes), not for
+            // it to be fresh.
+            match self.ready_cache(resource).await? {
+                Some(cache) => Ok(cache.range(namespace, start, limit)),
+                None => {
+                    self.inner
+                        .list_range(resource, namespace, start, limit, None)
+                        .await
+                }
+            }
+        })
+    }
+
     fn reads_at_revision(&self) -> bool {
         self.inner.reads_at_revision()
     }

@@ -384,6 +384,20 @@ pub trait Store: Send + Sync + 'static {
         revision: Option<u64>,
     ) -> BoxFuture<'a, StoreResult<RangePage>>;
 
+    /// [`Store::list_range`] where a state at *any* revision will do (a list with `resourceVersion="0"`):
+    /// a watch cache answers from memory at the revision it holds, without first catching up with the
+    /// store (upstream's cacher), so such a list is answered even while etcd is slow or down. Later
+    /// pages go through [`Store::list_range`] at the page's revision. Default: the current revision.
+    fn list_range_any<'a>(
+        &'a self,
+        resource: &'a StorageResource,
+        namespace: Option<&'a str>,
+        start: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, StoreResult<RangePage>> {
+        self.list_range(resource, namespace, start, limit, None)
+    }
+
     /// Whether [`Store::list_range`] reads at the `revision` it is given (a store that keeps old
     /// revisions, etcd), so that a large list can be read in several ranges that are one snapshot.
     fn reads_at_revision(&self) -> bool {

@@ -36,8 +36,13 @@ use crate::store::Store;
 pub(crate) const RANGE: usize = 250;
 
 /// Reads every object of the request's collection that `selection` matches and answers the plain
-/// JSON list of them (see the module docs).
-pub(crate) async fn respond(req: &RestRequest<'_>, selection: &Selection) -> Result<Response, Status> {
+/// JSON list of them (see the module docs); `any`: a state at any revision will do
+/// ([`Store::list_range_any`], `resourceVersion="0"`).
+pub(crate) async fn respond(
+    req: &RestRequest<'_>,
+    selection: &Selection,
+    any: bool,
+) -> Result<Response, Status> {
     let storage = req.resource.storage();
     let namespace = req.namespace.as_deref();
     let (api_version, kind, custom) = (
@@ -50,11 +55,12 @@ pub(crate) async fn respond(req: &RestRequest<'_>, selection: &Selection) -> Res
     let mut revision = None;
     let mut first_item = true;
     loop {
-        let page = req
-            .ctx
-            .store
-            .list_range(&storage, namespace, start.as_deref(), RANGE, revision)
-            .await?;
+        let store = &req.ctx.store;
+        let page = match revision {
+            None if any => store.list_range_any(&storage, namespace, start.as_deref(), RANGE),
+            _ => store.list_range(&storage, namespace, start.as_deref(), RANGE, revision),
+        }
+        .await?;
         let mut chunk = Vec::new();
         if revision.is_none() {
             // The head, once the snapshot's revision is known: `{"kind":…,"apiVersion":…,"metadata":…,"items":[`.

@@ -218,6 +218,8 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     list_options::int64(&req.query, "timeoutSeconds")?;
     list_options::validate(&req.query, false)?;
     let requested = list_options::resource_version(&req.query, ReadPath::List)?;
+    // `resourceVersion="0"`: any state will do (the watch cache's, without catching up).
+    let any = req.query.get("resourceVersion") == Some("0");
     let limit = u64::try_from(limit).unwrap_or(0);
     let token = match req.query.get("continue").filter(|c| !c.is_empty()) {
         Some(raw) => {
@@ -240,7 +242,7 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
         && req.format == OutputFormat::JSON
         && req.ctx.store.reads_at_revision()
     {
-        return chunked_list::respond(req, &selection).await;
+        return chunked_list::respond(req, &selection, any).await;
     }
     let storage = req.resource.storage();
     let namespace = req.namespace.as_deref();
@@ -256,18 +258,17 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let mut items = Vec::new();
     let mut last_key = None;
     let (has_more, count) = loop {
-        let page = req
-            .ctx
-            .store
-            .list_range(&storage, namespace, start.as_deref(), range_limit, revision)
-            .await
-            .map_err(|err| match err {
-                StoreError::Expired { .. } if token.is_some() => {
-                    Status::resource_expired(INCONSISTENT_CONTINUE)
-                }
-                StoreError::Expired { .. } if pinned.is_some() => Status::resource_expired(LIST_TOO_OLD),
-                other => Status::from(other),
-            })?;
+        let store = &req.ctx.store;
+        let page = match revision {
+            None if any => store.list_range_any(&storage, namespace, start.as_deref(), range_limit),
+            _ => store.list_range(&storage, namespace, start.as_deref(), range_limit, revision),
+        }
+        .await
+        .map_err(|err| match err {
+            StoreError::Expired { .. } if token.is_some() => Status::resource_expired(INCONSISTENT_CONTINUE),
+            StoreError::Expired { .. } if pinned.is_some() => Status::resource_expired(LIST_TOO_OLD),
+            other => Status::from(other),
+        })?;
         revision = Some(page.revision);
         let mut has_more = page.more;
         let fetched = page.items.len();
