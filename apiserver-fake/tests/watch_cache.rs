@@ -324,6 +324,144 @@ mod with_etcd {
         drop(etcd);
     }
 
+    /// The first `n` events of a watch opened at `path`.
+    async fn first_events(client: &TestClient, path: &str, n: usize) -> Vec<Value> {
+        let response = client.open(Method::GET, path, &[], None).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let mut body = response.into_body();
+        let (mut buffer, mut events) = (Vec::new(), Vec::new());
+        while events.len() < n {
+            let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+                .await
+                .unwrap_or_else(|_| panic!("{path}: {} of {n} events within 10 s", events.len()))
+                .expect("the watch stays open")
+                .expect("a frame");
+            let Ok(data) = frame.into_data() else { continue };
+            buffer.extend_from_slice(&data);
+            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                events.push(serde_json::from_slice(&line).expect("a JSON watch event"));
+            }
+        }
+        events
+    }
+
+    /// What a client sees of the cache's list and watch semantics on etcd, snapshotted: a watch list
+    /// (initial `ADDED` events, then the bookmark annotated `k8s.io/initial-events-end`), a periodic
+    /// bookmark, the 504 of a resourceVersion etcd never reaches, the 410 of a continue token whose
+    /// revision etcd compacted, and the 410 `ERROR` event of a watch from a compacted revision.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_a_client_sees_of_the_cache_semantics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(etcd) = etcd(dir.path(), 0) else { return };
+        let (_cluster, client) = server(dir.path(), &etcd, &["--watch-bookmark-interval=200ms"]).await;
+        let mut revisions = Vec::new();
+        for name in ["a", "b"] {
+            let body = json!({"metadata": {"name": name}, "data": {"k": name}}).to_string();
+            let reply = client.post(CONFIGMAPS, &body).await;
+            assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+            revisions.push(revision(&reply.json()));
+        }
+        let watch_list = first_events(
+            &client,
+            &format!(
+                "{CONFIGMAPS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+                 &allowWatchBookmarks=true"
+            ),
+            3,
+        )
+        .await;
+        let bookmark = first_events(
+            &client,
+            &format!(
+                "{CONFIGMAPS}?watch=true&allowWatchBookmarks=true&resourceVersion={}",
+                revisions[1]
+            ),
+            1,
+        )
+        .await;
+        assert!(revision(&bookmark[0]["object"]) >= revisions[1], "{bookmark:?}");
+
+        let future = revisions[1] + 1_000_000;
+        let too_large = client
+            .get(&format!(
+                "{CONFIGMAPS}?resourceVersion={future}&resourceVersionMatch=NotOlderThan"
+            ))
+            .await;
+
+        let first_page = client.get(&format!("{CONFIGMAPS}?limit=1")).await;
+        assert_eq!(first_page.status, StatusCode::OK, "{}", first_page.text());
+        let token = first_page.json()["metadata"]["continue"]
+            .as_str()
+            .expect("a continue token")
+            .to_owned();
+        let reply = client
+            .post(CONFIGMAPS, &json!({"metadata": {"name": "c"}}).to_string())
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+        let compacted_at = revision(&reply.json());
+        let compaction = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", etcd.client_url()))
+            .args(["compaction", &compacted_at.to_string()])
+            .output()
+            .expect("etcdctl runs");
+        assert!(
+            compaction.status.success(),
+            "{}",
+            String::from_utf8_lossy(&compaction.stderr)
+        );
+        let expired_continue = client
+            .get(&format!("{CONFIGMAPS}?limit=1&continue={token}"))
+            .await;
+        // Its token continues the list at the current revision, after the same key.
+        let fresh_token = expired_continue.json()["metadata"]["continue"]
+            .as_str()
+            .expect("the 410 carries a continue token")
+            .to_owned();
+        let continued = client.get(&format!("{CONFIGMAPS}?continue={fresh_token}")).await;
+        assert_eq!(continued.status, StatusCode::OK, "{}", continued.text());
+        let continued_names: Vec<Value> = continued.json()["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|item| item["metadata"]["name"].clone())
+            .collect();
+        assert!(revision(&continued.json()) >= compacted_at);
+        let expired_watch = first_events(
+            &client,
+            &format!("{CONFIGMAPS}?watch=true&resourceVersion={}", revisions[0]),
+            1,
+        )
+        .await;
+
+        let seen = json!({
+            "watch list": watch_list,
+            "periodic bookmark": bookmark,
+            "list at a resourceVersion etcd never reaches": {
+                "code": too_large.status.as_u16(),
+                "body": serde_json::from_slice::<Value>(&too_large.body).unwrap_or_else(|_| json!(too_large.text())),
+            },
+            "continue token of a compacted revision": {
+                "code": expired_continue.status.as_u16(),
+                "body": expired_continue.json(),
+            },
+            "the rest of the list through the 410's token": continued_names,
+            "watch from a compacted revision": expired_watch,
+        });
+        insta::with_settings!({filters => vec![
+            (r"too old resource version: \d+ \(\d+\)", "too old resource version: [rv] ([oldest])"),
+            (r"Too large resource version: \d+, current: \d+", "Too large resource version: [rv], current: [current]"),
+        ]}, {
+            insta::assert_json_snapshot!("cache_semantics_on_etcd", seen, {
+                ".**.resourceVersion" => "[resourceVersion]",
+                ".**.uid" => "[uid]",
+                ".**.creationTimestamp" => "[creationTimestamp]",
+                ".**.managedFields" => "[managedFields]",
+            });
+        });
+    }
+
     /// A list with `resourceVersion=0` ("any") is answered from the watch cache at the revision it
     /// holds, without catching up with etcd, as upstream's cacher answers it: even while etcd is down,
     /// where a consistent list fails; pages too (`limit`, then `continue` at the cache's revision).

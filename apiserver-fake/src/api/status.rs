@@ -264,6 +264,10 @@ pub struct Status {
     /// Details (omitted when `None`); boxed to keep `Result<_, Status>` small.
     #[serde(default)]
     pub details: Option<Box<StatusDetails>>,
+    /// `metadata.continue`: upstream's 410 for a continue token whose revision was compacted carries
+    /// a token that continues the list at the current revision.
+    #[serde(skip)]
+    pub list_continue: Option<String>,
 }
 
 impl Serialize for Status {
@@ -271,7 +275,11 @@ impl Serialize for Status {
         let mut s = serializer.serialize_struct("Status", 8)?;
         s.serialize_field("kind", "Status")?;
         s.serialize_field("apiVersion", "v1")?;
-        s.serialize_field("metadata", &serde_json::Map::new())?;
+        let mut metadata = serde_json::Map::new();
+        if let Some(token) = &self.list_continue {
+            metadata.insert("continue".to_owned(), serde_json::Value::String(token.clone()));
+        }
+        s.serialize_field("metadata", &metadata)?;
         s.serialize_field("status", &self.status)?;
         if !self.message.is_empty() {
             s.serialize_field("message", &self.message)?;
@@ -307,6 +315,7 @@ impl Status {
             reason,
             message: message.into(),
             details: None,
+            list_continue: None,
         }
     }
 

@@ -25,9 +25,10 @@ pub(crate) struct ContinueToken {
     /// Always `meta.k8s.io/v1`.
     #[serde(rename = "v")]
     pub api_version: String,
-    /// The revision of the first page.
+    /// The revision of the first page; negative (upstream writes -1): the current revision, in the
+    /// token of a 410 whose revision was compacted.
     #[serde(rename = "rv")]
-    pub resource_version: u64,
+    pub resource_version: i64,
     /// The key to continue from (inclusive); the last returned key plus `\0`.
     #[serde(rename = "start")]
     pub start_key: String,
@@ -38,9 +39,23 @@ impl ContinueToken {
     pub(crate) fn after(last_key: &str, resource_version: u64) -> Self {
         Self {
             api_version: "meta.k8s.io/v1".to_owned(),
-            resource_version,
+            resource_version: i64::try_from(resource_version).unwrap_or(i64::MAX),
             start_key: format!("{last_key}\u{0}"),
         }
+    }
+
+    /// The token upstream's 410 for a compacted continue token carries: the same start key at the
+    /// current revision (`handleCompactedErrorForPaging`).
+    pub(crate) fn at_current_revision(&self) -> Self {
+        Self {
+            resource_version: -1,
+            ..self.clone()
+        }
+    }
+
+    /// The revision to read the next page at (`None`: the current one).
+    pub(crate) fn revision(&self) -> Option<u64> {
+        u64::try_from(self.resource_version).ok()
     }
 
     /// The opaque string sent to clients.
@@ -91,6 +106,21 @@ mod tests {
             r#"{"v":"meta.k8s.io/v1","rv":42,"start":"default/job-b\u0000"}"#
         );
         assert_eq!(ContinueToken::decode(&encoded).unwrap(), token);
+    }
+
+    #[test]
+    fn the_token_of_a_compacted_revision_continues_at_the_current_one() {
+        let token = ContinueToken::after("default/job-b", 42).at_current_revision();
+        let encoded = token.encode();
+        let raw = String::from_utf8(BASE64URL_NOPAD.decode(encoded.as_bytes()).unwrap()).unwrap();
+        assert_eq!(
+            raw,
+            r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"default/job-b\u0000"}"#
+        );
+        let decoded = ContinueToken::decode(&encoded).unwrap();
+        assert_eq!(decoded.revision(), None);
+        assert_eq!(decoded.start_key, "default/job-b\u{0}");
+        assert_eq!(ContinueToken::after("a", 42).revision(), Some(42));
     }
 
     #[test]

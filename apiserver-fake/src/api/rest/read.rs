@@ -254,7 +254,7 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut range_limit = if paging { limit.min(MAX_RANGE_LIMIT) } else { 0 };
     let mut start = token.as_ref().map(|t| t.start_key.clone());
-    let mut revision = token.as_ref().map(|t| t.resource_version).or(pinned);
+    let mut revision = token.as_ref().and_then(ContinueToken::revision).or(pinned);
     let mut items = Vec::new();
     let mut last_key = None;
     let (has_more, count) = loop {
@@ -265,7 +265,10 @@ pub(crate) async fn list(req: &RestRequest<'_>) -> Result<Response, Status> {
         }
         .await
         .map_err(|err| match err {
-            StoreError::Expired { .. } if token.is_some() => Status::resource_expired(INCONSISTENT_CONTINUE),
+            StoreError::Expired { .. } if token.is_some() => Status {
+                list_continue: token.as_ref().map(|t| t.at_current_revision().encode()),
+                ..Status::resource_expired(INCONSISTENT_CONTINUE)
+            },
             StoreError::Expired { .. } if pinned.is_some() => Status::resource_expired(LIST_TOO_OLD),
             other => Status::from(other),
         })?;
