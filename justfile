@@ -45,13 +45,14 @@ ci:
     .ci/run
 
 # Check that generated files are what their generators make, byte for byte (CI runs it): the protobuf
-# table (its inputs fetched into cargo's registry), the RBAC policy's transform and, given the kube-apis
-# data (a folder, $KUBE_MVP_KUBE_APIS or ../shared/data/kube-apis), the API tables.
+# table (its inputs fetched into cargo's registry), the RBAC policy's transform, catalog/openapi.json
+# (kubernetes-validate 1.37.0 from PyPI, installed when missing) and, given the kube-apis data (a folder,
+# $KUBE_MVP_KUBE_APIS or ../shared/data/kube-apis), the API tables.
 check-generated KUBE_APIS="":
     apiserver-fake/scripts/generated-files check {{KUBE_APIS}}
 
-# Regenerate the generated files in place (then `git diff` shows what changed): the protobuf table and,
-# given the kube-apis data folder, the API tables.
+# Regenerate the generated files in place (then `git diff` shows what changed): the protobuf table,
+# catalog/openapi.json and, given the kube-apis data folder, the API tables.
 generate KUBE_APIS="":
     apiserver-fake/scripts/generated-files write {{KUBE_APIS}}
 

@@ -1,8 +1,8 @@
 //! The schema table's layout: which fields a Kubernetes protobuf message has and how each becomes JSON.
 //!
-//! The rows themselves live in the generated `table` module (`scripts/gen_protobuf_table.py`); this
-//! module defines what a row means and finds messages by their proto name
-//! (`k8s.io.api.core.v1.Pod`).
+//! The rows themselves live in the generated `messages` module (`protobuf/messages.rs`, written by
+//! `scripts/gen_protobuf_table.py`); this module defines what a row means and finds messages by their
+//! proto name (`k8s.io.api.core.v1.Pod`).
 
 use super::messages::MESSAGES;
 
