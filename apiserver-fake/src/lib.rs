@@ -26,11 +26,13 @@
 //! The crate is laid out by the role of its code in serving a request; the top-level modules depend on
 //! each other in one direction only (a module may use the ones listed before it, never a later one):
 //!
-//! 1. [`protobuf`]: Kubernetes' protobuf encoding of built-in objects (request bodies, etcd values),
-//!    and [`go_duration`]: Go's duration syntax, as kube-apiserver reads its flags and parameters; both
-//!    depend on nothing else here.
+//! 1. [`go_duration`]: Go's duration syntax, as kube-apiserver reads its flags and parameters, and
+//!    [`protobuf`]: Kubernetes' protobuf encoding of built-in objects (request bodies, etcd values),
+//!    which uses `go_duration` for `metav1.Duration`; neither uses anything else here.
 //! 2. [`store`]: the cluster's shared storage (the fake's "etcd").
-//! 3. [`api`]: what a server answers (API tables, discovery, OpenAPI, REST handlers, Status errors).
+//! 3. [`api`]: what a server answers (API tables, discovery, OpenAPI, REST handlers, Status errors,
+//!    `system:authenticated`), with [`cel`] (CRD validation rules, admission policies) beside it: each
+//!    uses the other.
 //! 4. [`controllers`]: background controllers and what they publish (identity lease, StorageVersion,
 //!    CRDs, peer endpoint records).
 //! 5. [`chain`]: the handler chain, whose module documentation states the order of its stages once.

@@ -12,3 +12,7 @@ pub mod status;
 pub(crate) mod version_info;
 pub(crate) mod whoami;
 pub mod yaml;
+
+/// The group every authenticated user belongs to (upstream's `user.AllAuthenticated`): authentication
+/// adds it, and so do TokenReview and impersonation.
+pub(crate) const AUTHENTICATED_GROUP: &str = "system:authenticated";

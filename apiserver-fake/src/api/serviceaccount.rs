@@ -730,13 +730,8 @@ pub async fn token_review(
     let mut status = json!({});
     match outcome {
         Ok((mut user, matched)) => {
-            if !user
-                .groups
-                .iter()
-                .any(|g| g == crate::chain::authentication::AUTHENTICATED_GROUP)
-            {
-                user.groups
-                    .push(crate::chain::authentication::AUTHENTICATED_GROUP.to_owned());
+            if !user.groups.iter().any(|g| g == super::AUTHENTICATED_GROUP) {
+                user.groups.push(super::AUTHENTICATED_GROUP.to_owned());
             }
             let mut user_info = json!({"username": user.name});
             if !user.uid.is_empty() {

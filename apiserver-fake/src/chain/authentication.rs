@@ -21,12 +21,10 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
+use crate::api::AUTHENTICATED_GROUP;
 use crate::api::catalog::KubeVersion;
 use crate::api::serviceaccount::{ServiceAccountKeyError, ServiceAccountOptions, ServiceAccountTokens};
 use crate::store::Store;
-
-/// The group every authenticated user belongs to.
-pub(crate) const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// What the TLS layer learned about a connection; inserted into every request's extensions.
 #[derive(Debug, Clone, Default)]

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use http::HeaderMap;
 use mvp_core::UserInfo;
 
+use crate::api::AUTHENTICATED_GROUP;
 use crate::api::status::Status;
-use crate::chain::authentication::AUTHENTICATED_GROUP;
 
 const USER: &str = "impersonate-user";
 const UID: &str = "impersonate-uid";
