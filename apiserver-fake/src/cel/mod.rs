@@ -382,6 +382,23 @@ pub fn evaluate(
     })
 }
 
+/// An evaluation error as cel-go prints it, which is what users of kube-apiserver see inside its
+/// messages: `no such key: spec` (the crate says `No such key: spec`), `division by zero`, `modulus by
+/// zero`, `integer overflow` and `unsigned integer overflow` (cel-go's `common/types` errors), and a
+/// library function's own message without the crate's `Error executing function 'f': ` (cel-go's
+/// functions return `types.NewErr(message)`). Anything else keeps the crate's text.
+pub fn error_text(error: &cel::ExecutionError) -> String {
+    match error {
+        cel::ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        cel::ExecutionError::DivisionByZero(_) => "division by zero".to_owned(),
+        cel::ExecutionError::RemainderByZero(_) => "modulus by zero".to_owned(),
+        cel::ExecutionError::Overflow(_, cel::Value::UInt(_), _) => "unsigned integer overflow".to_owned(),
+        cel::ExecutionError::Overflow(..) => "integer overflow".to_owned(),
+        cel::ExecutionError::FunctionError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -395,6 +412,24 @@ mod tests {
 
     fn holds(source: &str, this: serde_json::Value) -> bool {
         eval(source, this.clone()) == Ok(cel::Value::Bool(true))
+    }
+
+    #[test]
+    fn evaluation_errors_print_as_cel_go_prints_them() {
+        let text = |source: &str| {
+            let expression = compile(source, &["self"]).expect("compiles");
+            let error =
+                evaluate(&expression, &[("self", value::to_cel(&json!({"a": 1})))]).expect_err("fails");
+            error_text(&error)
+        };
+        assert_eq!(text("self.spec == 1"), "no such key: spec");
+        assert_eq!(text("self.a / 0 == 1"), "division by zero");
+        assert_eq!(text("self.a % 0 == 1"), "modulus by zero");
+        assert_eq!(text("self.a + 9223372036854775807 == 1"), "integer overflow");
+        assert_eq!(
+            text("quantity('x').isInteger()"),
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
     }
 
     #[test]

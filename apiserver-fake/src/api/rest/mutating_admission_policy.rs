@@ -289,8 +289,12 @@ fn evaluate(
 ) -> Result<(::cel::Value, cel::Expression), String> {
     let compiled =
         cel::compile(expression, VARIABLES).map_err(|e| format!("compilation failed: {}", e.issues))?;
-    let value = cel::evaluate(&compiled, variables)
-        .map_err(|e| format!("expression '{expression}' resulted in error: {e}"))?;
+    let value = cel::evaluate(&compiled, variables).map_err(|e| {
+        format!(
+            "expression '{expression}' resulted in error: {}",
+            cel::error_text(&e)
+        )
+    })?;
     Ok((value, compiled))
 }
 

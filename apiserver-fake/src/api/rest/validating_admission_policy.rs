@@ -121,21 +121,14 @@ enum Decision {
 
 fn evaluate_validation(validation: &Value, variables: &[(&str, ::cel::Value)], fail: bool) -> Decision {
     let expression = validation["expression"].as_str().unwrap_or_default();
-    let error = |detail: String| {
+    let error = |message: String| {
         if fail {
-            Decision::Deny(
-                format!("expression '{expression}' resulted in error: {detail}"),
-                String::new(),
-            )
+            Decision::Deny(message, String::new())
         } else {
             Decision::Admit
         }
     };
-    let compiled = match cel::compile(expression, VARIABLES) {
-        Ok(compiled) => compiled,
-        Err(e) => return error(format!("compilation error: {}", e.issues)),
-    };
-    match cel::evaluate(&compiled, variables) {
+    match match_conditions::evaluate_condition(expression, VARIABLES, variables) {
         Ok(::cel::Value::Bool(true)) => Decision::Admit,
         Ok(::cel::Value::Bool(false)) => {
             let from_expression = validation["messageExpression"]
@@ -154,8 +147,9 @@ fn evaluate_validation(validation: &Value, variables: &[(&str, ::cel::Value)], f
             let reason = validation["reason"].as_str().unwrap_or_default().to_owned();
             Decision::Deny(message, reason)
         }
-        Ok(other) => error(format!("expected boolean, got {other:?}")),
-        Err(e) => error(e.to_string()),
+        // As for a match condition: cel-go's checker would have refused a non-`bool` expression.
+        Ok(_) => error(match_conditions::compilation_error("must evaluate to bool")),
+        Err(message) => error(message),
     }
 }
 
@@ -352,21 +346,13 @@ fn audit_annotation(
 ) -> Result<Option<(String, String)>, String> {
     let key = annotation["key"].as_str().unwrap_or_default();
     let expression = annotation["valueExpression"].as_str().unwrap_or_default();
-    let compiled = cel::compile(expression, VARIABLES).map_err(|e| {
-        format!(
-            "valueExpression '{expression}' resulted in error: compilation failed: {}",
-            e.issues
-        )
-    })?;
-    match cel::evaluate(&compiled, variables) {
-        Ok(::cel::Value::Null) => Ok(None),
-        Ok(::cel::Value::String(value)) => Ok(Some((key.to_owned(), value.to_string()))),
-        Ok(other) => Err(format!(
+    // Upstream's filter words the errors of a `valueExpression` as those of any expression.
+    match match_conditions::evaluate_condition(expression, VARIABLES, variables)? {
+        ::cel::Value::Null => Ok(None),
+        ::cel::Value::String(value) => Ok(Some((key.to_owned(), value.to_string()))),
+        other => Err(format!(
             "valueExpression '{expression}' resulted in unsupported return type: {}. Return type must be either string or null.",
             other.type_of()
-        )),
-        Err(error) => Err(format!(
-            "valueExpression '{expression}' resulted in error: {error}"
         )),
     }
 }
@@ -572,8 +558,14 @@ mod tests {
         );
         let broken = json!({"expression": "object.missing == 1"});
         let (message, _) = decide(broken.clone(), true).expect("Fail denies on an error");
+        assert_eq!(
+            message,
+            "expression 'object.missing == 1' resulted in error: no such key: missing"
+        );
+        let uncompilable = json!({"expression": "object.missing =="});
+        let (message, _) = decide(uncompilable, true).expect("Fail denies on a compilation error");
         assert!(
-            message.starts_with("expression 'object.missing == 1' resulted in error: "),
+            message.starts_with("compilation error: compilation failed: ERROR: <input>:1:"),
             "{message}"
         );
         assert_eq!(decide(broken, false), None, "Ignore admits on an error");

@@ -54,17 +54,13 @@ pub(crate) fn evaluate_with(
 ) -> MatchResult {
     let mut errors = Vec::new();
     for condition in conditions {
-        let outcome = cel::compile(&condition.expression, names)
-            .map_err(|e| format!("compilation failed: {}", e.issues))
-            .and_then(|compiled| cel::evaluate(&compiled, variables).map_err(|e| e.to_string()));
-        match outcome {
+        match evaluate_condition(&condition.expression, names, variables) {
             Ok(::cel::Value::Bool(false)) => return MatchResult::Skipped,
             Ok(::cel::Value::Bool(true)) => {}
-            Ok(other) => errors.push(format!(
-                "matchCondition {:?} must evaluate to bool, got {}",
-                condition.name,
-                cel_type(&other)
-            )),
+            // cel-go's checker refuses an expression whose type is not `bool` at compile time
+            // (`must evaluate to bool`), which upstream's filter reports as a compilation error; the
+            // crate has no checker, so the same text comes when the value is not a boolean.
+            Ok(_) => errors.push(compilation_error("must evaluate to bool")),
             Err(error) => errors.push(error),
         }
     }
@@ -77,19 +73,30 @@ pub(crate) fn evaluate_with(
     }
 }
 
-/// The CEL type name of `value`, as cel-go prints it in type errors.
-fn cel_type(value: &::cel::Value) -> &'static str {
-    match value {
-        ::cel::Value::Int(_) => "int",
-        ::cel::Value::UInt(_) => "uint",
-        ::cel::Value::Float(_) => "double",
-        ::cel::Value::String(_) => "string",
-        ::cel::Value::Bytes(_) => "bytes",
-        ::cel::Value::List(_) => "list",
-        ::cel::Value::Map(_) => "map",
-        ::cel::Value::Null => "null_type",
-        _ => "unknown",
-    }
+/// Compiles and evaluates one expression of an admission filter (a match condition, or a
+/// policy's validation or audit annotation): its value, or the error as upstream's filter
+/// (`plugin/cel/filter.go`, `ForInput`) words it: `compilation error: compilation failed: <cel-go's
+/// issues>` when it does not compile, `expression '<expression>' resulted in error: <cel-go's error>`
+/// (e.g. `no such key: spec`) when it fails to evaluate.
+pub(crate) fn evaluate_condition(
+    expression: &str,
+    names: &[&str],
+    variables: &[(&str, ::cel::Value)],
+) -> Result<::cel::Value, String> {
+    let compiled = cel::compile(expression, names)
+        .map_err(|e| compilation_error(&format!("compilation failed: {}", e.issues)))?;
+    cel::evaluate(&compiled, variables).map_err(|e| {
+        format!(
+            "expression '{expression}' resulted in error: {}",
+            cel::error_text(&e)
+        )
+    })
+}
+
+/// Upstream's filter's text for an expression whose compilation failed with `detail` (the
+/// compiler's `compilation failed: …` or `must evaluate to …`).
+pub(crate) fn compilation_error(detail: &str) -> String {
+    format!("compilation error: {detail}")
 }
 
 #[cfg(test)]
@@ -152,19 +159,29 @@ mod tests {
         let not_bool = conditions(&["object.metadata.name"]);
         assert_eq!(
             evaluate(&not_bool, &v, true),
-            MatchResult::Error("matchCondition \"c0\" must evaluate to bool, got string".to_owned())
+            MatchResult::Error("compilation error: must evaluate to bool".to_owned())
         );
-        let two = conditions(&["object.metadata.name", "'a' + 1 == 'a'"]);
-        let MatchResult::Error(message) = evaluate(&two, &v, true) else {
-            panic!("two errors fail the request");
-        };
-        assert!(message.starts_with("[matchCondition \"c0\""), "{message}");
+        let missing = conditions(&["object.spec.replicas > 1"]);
+        assert_eq!(
+            evaluate(&missing, &v, true),
+            MatchResult::Error(
+                "expression 'object.spec.replicas > 1' resulted in error: no such key: spec".to_owned()
+            )
+        );
+        let two = conditions(&["object.metadata.name", "object.spec == 1"]);
+        assert_eq!(
+            evaluate(&two, &v, true),
+            MatchResult::Error(
+                "[compilation error: must evaluate to bool, expression 'object.spec == 1' resulted in error: no such key: spec]"
+                    .to_owned()
+            )
+        );
         let uncompilable = conditions(&["object.metadata.name =="]);
         let MatchResult::Error(message) = evaluate(&uncompilable, &v, true) else {
             panic!("a condition that does not compile fails the request");
         };
         assert!(
-            message.starts_with("compilation failed: ERROR: <input>:1:"),
+            message.starts_with("compilation error: compilation failed: ERROR: <input>:1:"),
             "{message}"
         );
     }

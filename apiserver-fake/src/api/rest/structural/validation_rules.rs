@@ -302,7 +302,7 @@ fn expressions(
             Ok(::cel::Value::Bool(true)) => continue,
             Ok(_) => {}
             Err(error) => {
-                let error = error.to_string();
+                let error = cel::error_text(&error);
                 let detail = if error.contains("found no matching overload")
                     || error.starts_with("no such overload")
                 {
