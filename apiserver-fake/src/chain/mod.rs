@@ -4,7 +4,7 @@
 //! Outermost first, as a request travels them:
 //!
 //! 0. over HTTP/2, reading what a handler left unread of the request body before answering
-//!    ([`unread_body`]), so clients always get early answers (405, 401, ...) instead of a reset stream;
+//!    ([`h2_drain`]), so clients always get early answers (405, 401, ...) instead of a reset stream;
 //! 0. the per-request log line at `--v=3` ([`http_log`], kube-apiserver's `WithHTTPLogging`: outside
 //!    authentication, so 401s are logged too);
 //! 1. response `Cache-Control` default (kube-apiserver's `WithCacheControl`; acts on the response);
@@ -31,6 +31,7 @@ pub(crate) mod authentication;
 pub mod authorization;
 mod filters;
 pub(crate) mod flow_control;
+pub(crate) mod h2_drain;
 pub(crate) mod http_log;
 pub(crate) mod impersonation;
 pub(crate) mod inflight;
@@ -39,7 +40,6 @@ pub(crate) mod request_log;
 pub(crate) mod routing;
 #[cfg(test)]
 mod tests;
-pub(crate) mod unread_body;
 pub(crate) mod x509_v1;
 
 use std::convert::Infallible;
@@ -121,7 +121,7 @@ pub fn handler_chain<S: ServerContext>(
 ) -> HandlerChain {
     let router = routing::router(state.clone());
     let front = ServiceBuilder::new()
-        .layer(axum::middleware::from_fn(unread_body::read_unread_body))
+        .layer(axum::middleware::from_fn(h2_drain::read_unread_body))
         .layer(axum::middleware::from_fn(http_log::log_request))
         .map_response(filters::default_cache_control)
         .layer(from_fn_with_state(

@@ -1,6 +1,7 @@
 //! What happens to a request body the handler chain did not read, on HTTP/1.1: Go's `net/http` server
 //! rules (`chunkWriter.writeHeader`), so that a keep-alive client's next request on the connection
-//! gets an answer. Also Go's limit on the size of an HTTP/1.1 request head (`MaxHeaderBytes`).
+//! gets an answer. Also Go's limit on the size of an HTTP/1.1 request head (`MaxHeaderBytes`). (On
+//! HTTP/2 the handler chain's first filter, [`crate::chain::h2_drain`], reads what a handler left.)
 //!
 //! A handler may answer without reading the body (401, 403, 415, a proxied request whose peer is
 //! down, …) or after reading part of it (413). hyper would then close the connection after the

@@ -1,4 +1,4 @@
-//! Reads what a handler left of a request body before the response goes out.
+//! HTTP/2 only: reads what a handler left of a request body before the response goes out.
 //!
 //! A handler that answers early (405 for a verb a route does not take, 401, 403, 415, ...) drops the
 //! request body unread. Over HTTP/2, hyper then resets the stream (`RST_STREAM`) while the client may
@@ -6,9 +6,9 @@
 //! and never show the answer (`Stream error in the HTTP/2 framing layer`): with a 300 kB body, about
 //! half the time. Go's server, which kube-apiserver runs on, always lets the client see the answer.
 //! This filter, for HTTP/2 (HTTP/1.1 connections follow Go's own rules for unread bodies, in
-//! `crate::server`), hands the handler a body
-//! that gives the rest back when dropped, and once the response is ready, reads what is left (at most
-//! [`DRAIN_LIMIT_BYTES`], for at most [`DRAIN_TIMEOUT`]) and discards it.
+//! `server/unread_body.rs`), hands the handler a body that gives the rest back when dropped, and once
+//! the response is ready, reads what is left (at most [`DRAIN_LIMIT_BYTES`], for at most
+//! [`DRAIN_TIMEOUT`]) and discards it.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
