@@ -88,6 +88,18 @@ const INVALID: &[(&str, &str)] = &[
         "persistentvolumeclaim without access modes and storage",
         "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: claim}\nspec: {resources: {requests: {}}}\n",
     ),
+    (
+        "serviceaccount name",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: Build_Bot}\n",
+    ),
+    (
+        "secret key",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: {'db password': eA==}\n",
+    ),
+    (
+        "podtemplate without containers",
+        "apiVersion: v1\nkind: PodTemplate\nmetadata: {name: tpl}\ntemplate:\n  spec:\n    containers: []\n",
+    ),
 ];
 
 /// `text` with every UUID replaced by `[uid]` (a Job's generated selector carries its uid).
@@ -153,6 +165,18 @@ fn invalid_objects_of_every_covered_kind_are_refused_with_upstreams_messages() {
         ],
     );
     transcript.push_str(&format!("# configmap over 1 MiB\n{stderr}\n"));
+    // A Secret over 1 MiB, from the same file.
+    let stderr = refused(
+        &kubeconfig,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "big",
+            &format!("--from-file={}", big.display()),
+        ],
+    );
+    transcript.push_str(&format!("# secret over 1 MiB\n{stderr}\n"));
 
     // Updates: a Job's template is immutable, a Service's cluster IP may not change once set.
     let job = dir.path().join("job.yaml");
@@ -189,7 +213,10 @@ fn invalid_objects_of_every_covered_kind_are_refused_with_upstreams_messages() {
     transcript.push_str(&format!("# service cluster IP changed\n{stderr}\n"));
 
     // Nothing invalid was stored.
-    let (listed, out, err) = kubectl(&kubeconfig, &["get", "jobs,pods,deployments", "-o", "name"]);
+    let (listed, out, err) = kubectl(
+        &kubeconfig,
+        &["get", "jobs,pods,deployments,podtemplates,secrets", "-o", "name"],
+    );
     assert!(listed, "{err}");
     assert_eq!(out, "job.batch/pi\n");
 
