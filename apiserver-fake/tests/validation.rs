@@ -100,6 +100,10 @@ const INVALID: &[(&str, &str)] = &[
         "podtemplate without containers",
         "apiVersion: v1\nkind: PodTemplate\nmetadata: {name: tpl}\ntemplate:\n  spec:\n    containers: []\n",
     ),
+    (
+        "validating webhook configuration: name, timeout, side effects, plain http url, review versions",
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: hooks}\nwebhooks:\n- name: check\n  timeoutSeconds: 99\n  clientConfig: {url: 'http://hook.example.com/validate'}\n  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}]\n  admissionReviewVersions: [v2]\n",
+    ),
 ];
 
 /// `text` with every UUID replaced by `[uid]` (a Job's generated selector carries its uid).

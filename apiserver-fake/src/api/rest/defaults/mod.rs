@@ -16,9 +16,11 @@
 //! binary's version is followed ([`gate`]); the fake does not accept `--feature-gates` for these gates.
 //!
 //! One module per API group: [`core`] (with [`pod`] for the pod spec shared by every template and
-//! [`service_ip`] for cluster IP and node port allocation), [`apps`], [`batch`], [`networking`]; and
+//! [`service_ip`] for cluster IP and node port allocation), [`apps`], [`batch`], [`networking`],
+//! [`admissionregistration`]; and
 //! [`status`], the status fields every kind's Go encoding always writes.
 
+pub(crate) mod admissionregistration;
 pub(crate) mod apps;
 pub(crate) mod batch;
 pub(crate) mod core;
@@ -61,6 +63,12 @@ pub fn set_defaults(resource: &ResourceInfo, version: KubeVersion, object: &mut 
         ("batch", "cronjobs") => batch::set_defaults_cron_job(map),
         ("networking.k8s.io", "networkpolicies") => networking::set_defaults_network_policy(map),
         ("networking.k8s.io", "ingresses") => networking::set_defaults_ingress(map),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            admissionregistration::set_defaults_webhook_configuration(map, false)
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            admissionregistration::set_defaults_webhook_configuration(map, true)
+        }
         _ => {}
     }
 }

@@ -271,19 +271,389 @@ pub(crate) fn validate_mutating_admission_policy(object: &Value) -> FieldErrors 
     errors
 }
 
-/// `ValidateValidatingWebhookConfiguration` / `ValidateMutatingWebhookConfiguration`: each webhook's
-/// `matchConditions`.
-pub(crate) fn validate_webhook_configuration(object: &Value) -> FieldErrors {
+/// `supportedFailurePolicies`, sorted.
+const FAILURE_POLICIES: &[&str] = &["Fail", "Ignore"];
+
+/// `supportedMatchPolicies`, sorted.
+const MATCH_POLICIES: &[&str] = &["Equivalent", "Exact"];
+
+/// `noSideEffectClasses`: what a create must choose (`requireNoSideEffects`), sorted.
+const NO_SIDE_EFFECT_CLASSES: &[&str] = &["None", "NoneOnDryRun"];
+
+/// `supportedOperations`, sorted.
+const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
+
+/// `supportedReinvocationPolicies`, sorted.
+const REINVOCATION_POLICIES: &[&str] = &["IfNeeded", "Never"];
+
+/// `validScopes`, sorted.
+const SCOPES: &[&str] = &["*", "Cluster", "Namespaced"];
+
+/// `AcceptedAdmissionReviewVersions`.
+const REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
+
+/// `ValidateValidatingWebhookConfiguration` / `ValidateMutatingWebhookConfiguration`, as at create: each
+/// webhook's name, rules, policies, side effects, timeout, client config and `matchConditions`, its
+/// `admissionReviewVersions`, and names unique in the configuration. (Upstream relaxes some of these on
+/// update when the stored object already broke them; the fake checks updates as creates.)
+pub(crate) fn validate_webhook_configuration(object: &Value, mutating: bool) -> FieldErrors {
     let mut errors = FieldErrors::new();
+    let mut names = std::collections::HashSet::new();
     for (i, webhook) in list_at(object, "/webhooks").iter().enumerate() {
-        match_conditions_of(
+        let at = Path::new("webhooks").index(i);
+        webhook_of(&mut errors, webhook, &at, mutating);
+        admission_review_versions(
             &mut errors,
-            list_at(webhook, "/matchConditions"),
-            &Path::new("webhooks").index(i).child("matchConditions"),
-            match_conditions::VARIABLES,
+            list_at(webhook, "/admissionReviewVersions"),
+            &at.child("admissionReviewVersions"),
         );
+        let name = str_at(webhook, "/name");
+        if !name.is_empty() && !names.insert(name) {
+            errors.push(FieldError::duplicate(
+                &at.child("name"),
+                BadValue::Str(name.to_owned()),
+            ));
+        }
     }
     errors
+}
+
+/// `validateValidatingWebhook` / `validateMutatingWebhook` (selectors are not checked).
+fn webhook_of(errors: &mut FieldErrors, webhook: &Value, at: &Path, mutating: bool) {
+    fully_qualified_name(errors, str_at(webhook, "/name"), &at.child("name"));
+    for (i, rule) in list_at(webhook, "/rules").iter().enumerate() {
+        rule_with_operations(errors, rule, &at.child("rules").index(i));
+    }
+    let one_of = |errors: &mut FieldErrors, key: &str, supported: &[&str]| {
+        if let Some(value) = webhook.get(key).and_then(Value::as_str)
+            && !supported.contains(&value)
+        {
+            errors.push(FieldError::not_supported(&at.child(key), value, supported));
+        }
+    };
+    one_of(errors, "failurePolicy", FAILURE_POLICIES);
+    one_of(errors, "matchPolicy", MATCH_POLICIES);
+    match webhook.get("sideEffects").and_then(Value::as_str) {
+        None => errors.push(FieldError::required(
+            &at.child("sideEffects"),
+            &format!("must specify one of {}", NO_SIDE_EFFECT_CLASSES.join(", ")),
+        )),
+        Some(_) => one_of(errors, "sideEffects", NO_SIDE_EFFECT_CLASSES),
+    }
+    if let Some(timeout) = webhook.get("timeoutSeconds").and_then(Value::as_i64)
+        && !(1..=30).contains(&timeout)
+    {
+        errors.push(FieldError::invalid(
+            &at.child("timeoutSeconds"),
+            BadValue::Int(timeout),
+            "the timeout value must be between 1 and 30 seconds",
+        ));
+    }
+    if mutating {
+        one_of(errors, "reinvocationPolicy", REINVOCATION_POLICIES);
+    }
+    let config = at.child("clientConfig");
+    let url = webhook.pointer("/clientConfig/url").and_then(Value::as_str);
+    let service = webhook.pointer("/clientConfig/service").filter(|s| !s.is_null());
+    match (url, service) {
+        (Some(url), None) => webhook_url(errors, url, &config.child("url")),
+        (None, Some(service)) => webhook_service(errors, service, &config.child("service")),
+        _ => errors.push(FieldError::required(
+            &config,
+            "exactly one of url or service is required",
+        )),
+    }
+    match_conditions_of(
+        errors,
+        list_at(webhook, "/matchConditions"),
+        &at.child("matchConditions"),
+        match_conditions::VARIABLES,
+    );
+}
+
+/// `IsFullyQualifiedName`: a DNS subdomain of at least three labels.
+fn fully_qualified_name(errors: &mut FieldErrors, name: &str, at: &Path) {
+    if name.is_empty() {
+        errors.push(FieldError::required(at, ""));
+        return;
+    }
+    let violations = crate::api::rest::names::NameRule::Dns1123Subdomain.violations(name);
+    if !violations.is_empty() {
+        errors.push(FieldError::invalid_str(at, name, &violations.join(",")));
+    } else if name.split('.').count() < 3 {
+        errors.push(FieldError::invalid_str(
+            at,
+            name,
+            "should be a domain with at least three segments separated by dots",
+        ));
+    }
+}
+
+/// The strings of a list field (non-strings as `""`).
+fn strings_of(list: &[Value]) -> Vec<String> {
+    list.iter()
+        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// `validateRuleWithOperations` with `validateRule` (subresources allowed).
+fn rule_with_operations(errors: &mut FieldErrors, rule: &Value, at: &Path) {
+    let operations = strings_of(list_at(rule, "/operations"));
+    let field = at.child("operations");
+    if operations.is_empty() {
+        errors.push(FieldError::required(&field, ""));
+    }
+    if operations.len() > 1 && operations.iter().any(|o| o == "*") {
+        errors.push(FieldError::invalid(
+            &field,
+            BadValue::StringList(operations.clone()),
+            "if '*' is present, must not specify other operations",
+        ));
+    }
+    for (i, operation) in operations.iter().enumerate() {
+        if !OPERATIONS.contains(&operation.as_str()) {
+            errors.push(FieldError::not_supported(&field.index(i), operation, OPERATIONS));
+        }
+    }
+    for (key, what) in [("apiGroups", "API groups"), ("apiVersions", "API versions")] {
+        let values = strings_of(list_at(rule, &format!("/{key}")));
+        let field = at.child(key);
+        if values.is_empty() {
+            errors.push(FieldError::required(&field, ""));
+        }
+        if values.len() > 1 && values.iter().any(|v| v == "*") {
+            errors.push(FieldError::invalid(
+                &field,
+                BadValue::StringList(values.clone()),
+                &format!("if '*' is present, must not specify other {what}"),
+            ));
+        }
+        if key == "apiVersions" {
+            for (i, _) in values.iter().enumerate().filter(|(_, v)| v.is_empty()) {
+                errors.push(FieldError::required(&field.index(i), ""));
+            }
+        }
+    }
+    resources(
+        errors,
+        &strings_of(list_at(rule, "/resources")),
+        &at.child("resources"),
+    );
+    if let Some(scope) = rule.get("scope").and_then(Value::as_str)
+        && !SCOPES.contains(&scope)
+    {
+        errors.push(FieldError::not_supported(&at.child("scope"), scope, SCOPES));
+    }
+}
+
+/// `validateResources`: `resource[/subresource]` entries and their wildcards.
+fn resources(errors: &mut FieldErrors, resources: &[String], at: &Path) {
+    if resources.is_empty() {
+        errors.push(FieldError::required(at, ""));
+    }
+    let mut with_wildcard_subresource = std::collections::HashSet::new();
+    let mut with_wildcard_resource = std::collections::HashSet::new();
+    let (mut double_wildcard, mut single_wildcard, mut without_subresource) = (false, false, false);
+    for (i, entry) in resources.iter().enumerate() {
+        if entry.is_empty() {
+            errors.push(FieldError::required(&at.index(i), ""));
+            continue;
+        }
+        double_wildcard |= entry == "*/*";
+        single_wildcard |= entry == "*";
+        let Some((resource, subresource)) = entry.split_once('/') else {
+            without_subresource = entry != "*";
+            continue;
+        };
+        if with_wildcard_subresource.contains(resource) {
+            errors.push(FieldError::invalid_str(
+                &at.index(i),
+                entry,
+                &format!("if '{resource}/*' is present, must not specify {entry}"),
+            ));
+        }
+        if with_wildcard_resource.contains(subresource) {
+            errors.push(FieldError::invalid_str(
+                &at.index(i),
+                entry,
+                &format!("if '*/{subresource}' is present, must not specify {entry}"),
+            ));
+        }
+        if subresource == "*" {
+            with_wildcard_subresource.insert(resource);
+        }
+        if resource == "*" {
+            with_wildcard_resource.insert(subresource);
+        }
+    }
+    if resources.len() > 1 && double_wildcard {
+        errors.push(FieldError::invalid(
+            at,
+            BadValue::StringList(resources.to_vec()),
+            "if '*/*' is present, must not specify other resources",
+        ));
+    }
+    if single_wildcard && without_subresource {
+        errors.push(FieldError::invalid(
+            at,
+            BadValue::StringList(resources.to_vec()),
+            "if '*' is present, must not specify other resources without subresources",
+        ));
+    }
+}
+
+/// `ValidateWebhookURL` with `forceHttps`: Go's `url.Parse` split into scheme, user, host, query and
+/// fragment.
+fn webhook_url(errors: &mut FieldErrors, url: &str, at: &Path) {
+    const FORM: &str = "; desired format: https://host[/path]";
+    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (scheme, rest) = match rest.split_once(':') {
+        Some((scheme, rest))
+            if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            (scheme.to_ascii_lowercase(), rest)
+        }
+        _ => (String::new(), rest),
+    };
+    let authority = rest
+        .strip_prefix("//")
+        .map(|after| after.split('/').next().unwrap_or_default())
+        .unwrap_or_default();
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((user, host)) => (Some(user), host),
+        None => (None, authority),
+    };
+    if scheme != "https" {
+        errors.push(FieldError::invalid_str(
+            at,
+            &scheme,
+            &format!("'https' is the only allowed URL scheme{FORM}"),
+        ));
+    }
+    if host.is_empty() {
+        errors.push(FieldError::invalid_str(
+            at,
+            host,
+            &format!("host must be provided{FORM}"),
+        ));
+    }
+    if let Some(user) = user {
+        errors.push(FieldError::invalid_str(
+            at,
+            user,
+            "user information is not permitted in the URL",
+        ));
+    }
+    if !fragment.is_empty() {
+        errors.push(FieldError::invalid_str(
+            at,
+            fragment,
+            "fragments are not permitted in the URL",
+        ));
+    }
+    if !query.is_empty() {
+        errors.push(FieldError::invalid_str(
+            at,
+            query,
+            "query parameters are not permitted in the URL",
+        ));
+    }
+}
+
+/// `ValidateWebhookService`: name, namespace, port and a path of DNS-subdomain segments.
+fn webhook_service(errors: &mut FieldErrors, service: &Value, at: &Path) {
+    if str_at(service, "/name").is_empty() {
+        errors.push(FieldError::required(
+            &at.child("name"),
+            "service name is required",
+        ));
+    }
+    if str_at(service, "/namespace").is_empty() {
+        errors.push(FieldError::required(
+            &at.child("namespace"),
+            "service namespace is required",
+        ));
+    }
+    let port = service.get("port").and_then(Value::as_i64).unwrap_or(443);
+    if !(1..=65535).contains(&port) {
+        errors.push(FieldError::invalid(
+            &at.child("port"),
+            BadValue::Int(port),
+            "port is not valid: must be between 1 and 65535, inclusive",
+        ));
+    }
+    let path = str_at(service, "/path");
+    let field = at.child("path");
+    if path.is_empty() || path == "/" {
+        return;
+    }
+    if path == "//" {
+        errors.push(FieldError::invalid_str(
+            &field,
+            path,
+            "segment[0] may not be empty",
+        ));
+        return;
+    }
+    if !path.starts_with('/') {
+        errors.push(FieldError::invalid_str(&field, path, "must start with a '/'"));
+    }
+    let inner = path.get(1..).unwrap_or_default();
+    let inner = inner.strip_suffix('/').unwrap_or(inner);
+    for (i, step) in inner.split('/').enumerate() {
+        if step.is_empty() {
+            errors.push(FieldError::invalid_str(
+                &field,
+                path,
+                &format!("segment[{i}] may not be empty"),
+            ));
+            continue;
+        }
+        for failure in crate::api::rest::names::NameRule::Dns1123Subdomain.violations(step) {
+            errors.push(FieldError::invalid_str(
+                &field,
+                path,
+                &format!("segment[{i}]: {failure}"),
+            ));
+        }
+    }
+}
+
+/// `validateAdmissionReviewVersions` with `requireRecognizedAdmissionReviewVersion` (as at create).
+fn admission_review_versions(errors: &mut FieldErrors, versions: &[Value], at: &Path) {
+    let versions = strings_of(versions);
+    if versions.is_empty() {
+        errors.push(FieldError::required(
+            at,
+            &format!("must specify one of {}", REVIEW_VERSIONS.join(", ")),
+        ));
+        return;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, version) in versions.iter().enumerate() {
+        if !seen.insert(version.as_str()) {
+            errors.push(FieldError::invalid_str(
+                &at.index(i),
+                version,
+                "duplicate version",
+            ));
+            continue;
+        }
+        for message in crate::api::rest::names::NameRule::Dns1035Label.violations(version) {
+            errors.push(FieldError::invalid_str(&at.index(i), version, &message));
+        }
+    }
+    if !versions.iter().any(|v| REVIEW_VERSIONS.contains(&v.as_str())) {
+        errors.push(FieldError::invalid(
+            at,
+            BadValue::StringList(versions),
+            &format!("must include at least one of {}", REVIEW_VERSIONS.join(", ")),
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -353,11 +723,13 @@ mod tests {
             bodies(&validate_validating_admission_policy(&policy)),
             Vec::<String>::new()
         );
-        let configuration = json!({"webhooks": [{"name": "w", "matchConditions": [{"name": "a", "expression": "request.operation == 'CREATE'"}]}]});
-        assert_eq!(
-            bodies(&validate_webhook_configuration(&configuration)),
-            Vec::<String>::new()
-        );
+        let configuration = json!({"webhooks": [webhook(json!({"matchConditions": [{"name": "a", "expression": "request.operation == 'CREATE'"}]}))]});
+        for mutating in [false, true] {
+            assert_eq!(
+                bodies(&validate_webhook_configuration(&configuration, mutating)),
+                Vec::<String>::new()
+            );
+        }
     }
 
     #[test]
@@ -385,12 +757,108 @@ mod tests {
 
     #[test]
     fn a_webhook_match_condition_that_does_not_compile_is_refused() {
-        let configuration = json!({"webhooks": [{"name": "w", "matchConditions": [{"name": "a", "expression": "params.x"}]}]});
-        let errors = validate_webhook_configuration(&configuration);
+        let configuration = json!({"webhooks": [webhook(json!({"matchConditions": [{"name": "a", "expression": "params.x"}]}))]});
+        let errors = validate_webhook_configuration(&configuration, false);
         assert_eq!(errors.len(), 1);
         assert_eq!(
             errors[0].field.to_string(),
             "webhooks[0].matchConditions[0].expression"
+        );
+    }
+
+    /// A webhook upstream admits at create, with `extra` merged in.
+    fn webhook(extra: Value) -> Value {
+        let mut webhook = json!({
+            "name": "check.example.com",
+            "clientConfig": {"service": {"namespace": "default", "name": "hook", "port": 443, "path": "/validate/pods"}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods", "pods/status"], "scope": "*"}],
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "timeoutSeconds": 10,
+        });
+        if let (Some(base), Some(extra)) = (webhook.as_object_mut(), extra.as_object()) {
+            base.extend(extra.clone());
+        }
+        webhook
+    }
+
+    /// `field: body` of each error, as a client reads them.
+    fn fields_and_bodies(configuration: &Value, mutating: bool) -> Vec<String> {
+        validate_webhook_configuration(configuration, mutating)
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.field,
+                    e.body(crate::api::catalog::KubeVersion::NEWEST)
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn webhook_configurations_are_checked_as_upstream_at_create() {
+        let configuration = json!({"webhooks": [
+            webhook(json!({
+                "name": "short",
+                "timeoutSeconds": 99,
+                "sideEffects": "Some",
+                "failurePolicy": "Sometimes",
+                "reinvocationPolicy": "Always",
+                "rules": [{"operations": ["CREATE", "*", "PATCH"], "apiGroups": [], "apiVersions": ["v1", ""],
+                           "resources": ["*", "pods", "*/*"], "scope": "Everywhere"}],
+                "clientConfig": {"url": "http://user@hook.example.com/x?a=b#frag"},
+                "admissionReviewVersions": ["v2", "v2"],
+            })),
+            webhook(json!({"name": "check.example.com", "clientConfig": {}, "admissionReviewVersions": []})),
+            webhook(json!({"name": "check.example.com",
+                           "clientConfig": {"service": {"namespace": "", "name": "", "port": 0, "path": "no//slash"}}})),
+        ]});
+        let mut sidefree = configuration.clone();
+        sidefree["webhooks"][0]
+            .as_object_mut()
+            .map(|w| w.remove("sideEffects"));
+        assert_eq!(
+            fields_and_bodies(&configuration, true),
+            [
+                "webhooks[0].name: Invalid value: \"short\": should be a domain with at least three segments separated by dots",
+                "webhooks[0].rules[0].operations: Invalid value: [\"CREATE\",\"*\",\"PATCH\"]: if '*' is present, must not specify other operations",
+                "webhooks[0].rules[0].operations[2]: Unsupported value: \"PATCH\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\"",
+                "webhooks[0].rules[0].apiGroups: Required value",
+                "webhooks[0].rules[0].apiVersions[1]: Required value",
+                "webhooks[0].rules[0].resources: Invalid value: [\"*\",\"pods\",\"*/*\"]: if '*/*' is present, must not specify other resources",
+                "webhooks[0].rules[0].resources: Invalid value: [\"*\",\"pods\",\"*/*\"]: if '*' is present, must not specify other resources without subresources",
+                "webhooks[0].rules[0].scope: Unsupported value: \"Everywhere\": supported values: \"*\", \"Cluster\", \"Namespaced\"",
+                "webhooks[0].failurePolicy: Unsupported value: \"Sometimes\": supported values: \"Fail\", \"Ignore\"",
+                "webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\"",
+                "webhooks[0].timeoutSeconds: Invalid value: 99: the timeout value must be between 1 and 30 seconds",
+                "webhooks[0].reinvocationPolicy: Unsupported value: \"Always\": supported values: \"IfNeeded\", \"Never\"",
+                "webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+                "webhooks[0].clientConfig.url: Invalid value: \"user\": user information is not permitted in the URL",
+                "webhooks[0].clientConfig.url: Invalid value: \"frag\": fragments are not permitted in the URL",
+                "webhooks[0].clientConfig.url: Invalid value: \"a=b\": query parameters are not permitted in the URL",
+                "webhooks[0].admissionReviewVersions[1]: Invalid value: \"v2\": duplicate version",
+                "webhooks[0].admissionReviewVersions: Invalid value: [\"v2\",\"v2\"]: must include at least one of v1, v1beta1",
+                "webhooks[1].clientConfig: Required value: exactly one of url or service is required",
+                "webhooks[1].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
+                "webhooks[2].clientConfig.service.name: Required value: service name is required",
+                "webhooks[2].clientConfig.service.namespace: Required value: service namespace is required",
+                "webhooks[2].clientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
+                "webhooks[2].clientConfig.service.path: Invalid value: \"no//slash\": must start with a '/'",
+                "webhooks[2].clientConfig.service.path: Invalid value: \"no//slash\": segment[1] may not be empty",
+                "webhooks[2].name: Duplicate value: \"check.example.com\"",
+            ]
+        );
+        assert!(fields_and_bodies(&sidefree, false).contains(
+            &"webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun".to_owned()
+        ));
+        // A validating webhook has no reinvocation policy to check.
+        assert!(
+            !fields_and_bodies(&configuration, false)
+                .iter()
+                .any(|e| e.contains("reinvocationPolicy"))
         );
     }
 }

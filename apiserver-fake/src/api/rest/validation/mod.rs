@@ -356,10 +356,12 @@ pub(crate) fn validate(
         ("admissionregistration.k8s.io", "mutatingadmissionpolicies") => {
             admission_registration::validate_mutating_admission_policy(object)
         }
-        (
-            "admissionregistration.k8s.io",
-            "validatingwebhookconfigurations" | "mutatingwebhookconfigurations",
-        ) => admission_registration::validate_webhook_configuration(object),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            admission_registration::validate_webhook_configuration(object, false)
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            admission_registration::validate_webhook_configuration(object, true)
+        }
         _ => Vec::new(),
     }
 }
