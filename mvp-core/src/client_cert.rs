@@ -132,8 +132,9 @@ where
 
 /// Serves `app` over TLS on `listener` until the listener fails: per connection, the TLS
 /// handshake with `config` (see [`server_tls_config`]), the client certificate's user put into
-/// each request ([`UserInfoLayer`]), then HTTP/1.1 or HTTP/2. A failed handshake closes that
-/// connection only. Spawn it; requires the cargo feature `server`.
+/// each request ([`UserInfoLayer`]) and so is the client's address ([`RemoteAddr`](crate::RemoteAddr),
+/// which a proxied request carries to the peer as `X-Forwarded-For`), then HTTP/1.1 or HTTP/2. A
+/// failed handshake closes that connection only. Spawn it; requires the cargo feature `server`.
 #[cfg(feature = "server")]
 pub async fn serve_tls<S, B>(
     listener: tokio::net::TcpListener,
@@ -156,19 +157,50 @@ where
     use tower_layer::Layer as _;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     loop {
-        let (tcp, _) = listener.accept().await?;
+        let (tcp, remote) = listener.accept().await?;
         let (acceptor, app) = (acceptor.clone(), app.clone());
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
             let user = connection_user(tls.get_ref().1);
-            let service = hyper_util::service::TowerToHyperService::new(UserInfoLayer::new(user).layer(app));
+            let app = WithRemoteAddr {
+                inner: UserInfoLayer::new(user).layer(app),
+                remote: crate::RemoteAddr(remote),
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
             let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
             let _ = builder
                 .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
                 .await;
         });
+    }
+}
+
+/// [`serve_tls`]'s service of one connection: puts the client's address into every request.
+#[cfg(feature = "server")]
+#[derive(Clone)]
+struct WithRemoteAddr<S> {
+    inner: S,
+    remote: crate::RemoteAddr,
+}
+
+#[cfg(feature = "server")]
+impl<S, B> tower_service::Service<http::Request<B>> for WithRemoteAddr<S>
+where
+    S: tower_service::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        request.extensions_mut().insert(self.remote);
+        self.inner.call(request)
     }
 }
 

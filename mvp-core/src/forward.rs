@@ -19,9 +19,9 @@ use crate::requestheader::{
 use crate::user::UserInfo;
 
 /// The client's address. The embedding server inserts it into each request's extensions (from its
-/// accept loop, which alone knows the connection's peer); a proxied request then carries it to the peer
-/// as `X-Forwarded-For`, appended to the prior hops as Go's `httputil.ReverseProxy` does. Without it
-/// the header passes through as the client sent it.
+/// accept loop, which alone knows the connection's peer; `serve_tls`, feature `server`, does); a
+/// proxied request then carries it to the peer as `X-Forwarded-For`, appended to the prior hops as
+/// Go's `httputil.ReverseProxy` does. Without it the header passes through as the client sent it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemoteAddr(pub SocketAddr);
 

@@ -34,7 +34,8 @@
 //! Put the layer around the whole router (routing happens *after* the filter), inside
 //! authentication: the filter reads the caller's [`UserInfo`] from the request extensions and
 //! forwards it as `X-Remote-*` headers. The client's address is the accept loop's to give: a
-//! [`RemoteAddr`] in the request extensions reaches the peer as `X-Forwarded-For`.
+//! [`RemoteAddr`] in the request extensions reaches the peer as `X-Forwarded-For` (`serve_tls` puts it
+//! there).
 //!
 //! ```no_run
 //! use std::{collections::HashSet, convert::Infallible, sync::Arc};

@@ -227,6 +227,73 @@ async fn the_client_address_an_embedder_provides_is_forwarded_as_x_forwarded_for
     }
 }
 
+/// `serve_tls` is such an embedder: a request proxied through a server it runs reaches the peer with
+/// the client's address (that of the client's own socket) in `X-Forwarded-For`, and with the user of
+/// the client's certificate.
+#[cfg(feature = "server")]
+#[tokio::test]
+async fn a_server_started_with_serve_tls_forwards_the_client_address() {
+    let pki = Pki::new();
+    let peer = start_peer(&pki, pki.serving(), &[b"http/1.1"], |p| echo(p, None)).await;
+    let registry = prometheus::Registry::new();
+    let local = tower::service_fn(|_req: Request<hyper::body::Incoming>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"local"))))
+    });
+    let app = layer(&pki, &peer, &registry).layer(local);
+    // The server: the cluster CA's serving certificate; client certificates of the cluster CA.
+    let cluster_roots = || {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.cluster_ca.cert_der()).unwrap();
+        Arc::new(roots)
+    };
+    let verifier = rustls::server::WebPkiClientVerifier::builder(cluster_roots())
+        .build()
+        .unwrap();
+    let (chain, key) = pki.serving();
+    let mut config = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server_addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(mvp_core::serve_tls(listener, config, app));
+
+    // The client: alice's certificate, over HTTP/1.1; the address the server sees is its socket's.
+    let (client_chain, client_key) = pki.cluster_ca.client("alice", &["devs"]);
+    let client_config = rustls::ClientConfig::builder()
+        .with_root_certificates(cluster_roots())
+        .with_client_auth_cert(client_chain, client_key)
+        .unwrap();
+    let tcp = tokio::net::TcpStream::connect(server_addr).await.unwrap();
+    let client_addr = tcp.local_addr().unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(client_config))
+        .connect("kubernetes.default.svc".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let request = Request::get("/apis/batch/v1/namespaces/default/jobs")
+        .header("host", "kubernetes.default.svc")
+        .body(Full::<Bytes>::default())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let echo: Value = serde_json::from_slice(&body).unwrap();
+    // The request reached the peer through the proxy (what the peer saw is echoed).
+    assert_eq!(header_values(&echo, "x-kubernetes-peer-proxied"), ["true"]);
+    assert_eq!(
+        header_values(&echo, "x-forwarded-for"),
+        [client_addr.ip().to_string()]
+    );
+    assert_eq!(header_values(&echo, "x-remote-user"), ["alice"]);
+    server.abort();
+}
+
 #[tokio::test]
 async fn h1_only_peer_gets_http11_even_when_caller_spoke_h2() {
     let pki = Pki::new();
