@@ -13,6 +13,7 @@ use apiserver_fake::server::RunningServer;
 use apiserver_fake::server::config::ServerFlags;
 use apiserver_fake::store::{ObjectKey, StorageResource, Store};
 use http::{Method, StatusCode};
+use mvp_core::feeders::{RECEIPT_PREFIX, receipt_from_record};
 use serde_json::Value;
 use support::{JOBS, TestClient, cluster, eventually, job, member};
 
@@ -370,25 +371,24 @@ async fn crd_group_versions_are_excluded_from_peer_data_with_a_grace_after_delet
 
     // Make a re-fetch b's discovery, which now lists example.com/v1 foos: a holder change, as when b
     // restarts. a's own local discovery cache is refreshed only every 30 minutes and lacks foos.
-    let fetches = |server: &RunningServer| {
-        server
-            .state()
-            .requests
-            .snapshot()
-            .iter()
-            .filter(|r| r.uri == "/apis" && r.user.name == "system:apiserver")
-            .count()
-    };
-    let before = fetches(server_b);
     let key = ObjectKey::namespaced(IDENTITY_LEASE_NAMESPACE, server_b.server_id());
     let mut lease = cluster.store.get(&leases(), &key).await.unwrap();
-    lease["spec"]["holderIdentity"] = Value::from(format!("{}_restarted", server_b.server_id()));
+    let restarted = format!("{}_restarted", server_b.server_id());
+    lease["spec"]["holderIdentity"] = Value::from(restarted.as_str());
     cluster.store.update(&leases(), &key, lease, None).await.unwrap();
-    eventually("a to re-fetch b's discovery", Duration::from_secs(5), || async {
-        (fetches(server_b) > before).then_some(())
-    })
+    // a holds b's new documents once its discovery receipt, published after the sync that stored
+    // them, lists b's new run.
+    let receipt_key = format!("{RECEIPT_PREFIX}{}", cluster.servers[0].1.server_id());
+    eventually(
+        "a to hold b's re-fetched discovery",
+        Duration::from_secs(5),
+        || async {
+            let record = cluster.store.get_internal(&receipt_key).await.ok()??;
+            let receipt = receipt_from_record(&record)?;
+            (receipt.get(server_b.server_id()) == Some(&restarted)).then_some(())
+        },
+    )
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
 
     // The test's own local-only requests to b carry the header too; count from here.
     let baseline = proxied_requests_for(server_b, FOOS);

@@ -111,6 +111,8 @@ fn run(id: &str, holder: &str) -> PeerRun {
 
 #[tokio::test]
 async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
+    /// How long a group version stays excluded after this server stops serving it.
+    const GRACE: Duration = Duration::from_millis(1500);
     let pki = Pki::new();
     let (b, b_fetches) = peer(&pki, "b", "b.example.com").await;
     let (c, c_fetches) = peer(&pki, "c", "c.example.com").await;
@@ -118,15 +120,17 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
     endpoints.set("b", &b.addr.to_string());
     let transport = PeerTransport::new(&pki.peer_tls("front-proxy-client")).unwrap();
     let config = DiscoveryConfig::new(|| HashSet::from([GroupVersionResource::new("", "v1", "pods")]))
-        .exclusion_grace(Duration::from_millis(1500))
+        .exclusion_grace(GRACE)
         .departed_peer_grace(Duration::from_millis(300));
     let (layer, peers) = MvpLayer::builder("a", endpoints.clone(), transport)
         .chooser(|_: usize| 0)
         .discovery(config);
     let driver = tokio::spawn(peers.run());
 
-    // No lease list yet: nothing synced, every request local.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // No lease list yet: nothing synced, every request local. (The test runtime is single-threaded;
+    // `yield_now` runs every other task that is ready first, so the driver has run: it took its local
+    // snapshot and, with no list, has nothing to sync.)
+    tokio::task::yield_now().await;
     assert!(!peers.has_synced() && !peers.is_ready());
     assert_eq!(answer(&layer, "b.example.com").await, "local");
 
@@ -137,12 +141,14 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
     assert_eq!(b_fetches.load(Ordering::SeqCst), 2, "/api and /apis");
     assert_eq!(known(&peers), [run("b", "b_1")]);
 
-    // A renewal changes neither names nor holders: no sync.
+    // A renewal changes neither names nor holders: no sync. A sync it started would be under way once
+    // the driver has run (`yield_now` runs it first when it is woken), and would finish before the
+    // restart's below: the fetch count after that one shows it never started.
     peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_1")]);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::task::yield_now().await;
     assert_eq!(b_fetches.load(Ordering::SeqCst), 2);
 
-    // b restarted (new holder): synced again.
+    // b restarted (new holder): synced again, and only for it (no sync of the renewal before it).
     peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2")]);
     // (The test runtime is single-threaded: the sync has not run yet.) The new run is not
     // reached until it is asked, though its server ID was.
@@ -151,7 +157,11 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
         known(&peers) == [run("b", "b_2")]
     })
     .await;
-    assert_eq!(b_fetches.load(Ordering::SeqCst), 4);
+    assert_eq!(
+        b_fetches.load(Ordering::SeqCst),
+        4,
+        "one sync since b_1's: the restart's"
+    );
 
     // c has a lease but no address yet: unreachable, so it holds neither readiness nor requests.
     peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2"), lease("c", "c_1")]);
@@ -179,18 +189,20 @@ async fn lease_events_address_changes_and_exclusion_drive_what_is_proxied() {
     })
     .await;
     assert_eq!(answer(&layer, "c.example.com").await, "served by c");
-    // ... and for the grace period after the CRD is deleted, then is proxied again.
+    // ... and for the grace period after the CRD is deleted, then is proxied again: polled all along,
+    // it is first proxied once the grace has passed, so it stayed local for the whole grace.
+    let deleted = tokio::time::Instant::now();
     peers.set_extension_group_versions([]);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        answer(&layer, "b.example.com").await,
-        "local",
-        "within the grace period"
-    );
+    assert_eq!(answer(&layer, "b.example.com").await, "local");
     eventually("the grace period ends", async || {
         answer(&layer, "b.example.com").await == "served by b"
     })
     .await;
+    assert!(
+        deleted.elapsed() >= GRACE,
+        "proxied {:?} after the deletion, within the grace",
+        deleted.elapsed()
+    );
 
     // c's lease is deleted: after the departed-peer grace its group is no longer proxied.
     peers.set_identity_leases(&[lease("a", "a_1"), lease("b", "b_2")]);
