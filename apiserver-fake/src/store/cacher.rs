@@ -899,7 +899,13 @@ mod tests {
         assert!(fresh.read().revision >= revision_of(&other));
         // Without trusted progress (the store's watch ended, none running) the store answers.
         *cache.request_progress.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        assert!(cached.fresh_cache(&resource).await.expect("no store error").is_none());
+        assert!(
+            cached
+                .fresh_cache(&resource)
+                .await
+                .expect("no store error")
+                .is_none()
+        );
     }
 
     fn revision_of(object: &Value) -> u64 {
