@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver_fake::store::{MemoryStore, ObjectKey, StorageResource, Store};
+use apiserver_fake::store::{MemoryStore, ObjectKey, StorageResource, Store, WatchEventType};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -168,7 +168,19 @@ async fn fan_out(store: &Arc<dyn Store>, watchers: usize, writes: usize) -> (Dur
     let start = Instant::now();
     let readers: Vec<_> = streams
         .into_iter()
-        .map(|stream| tokio::spawn(async move { stream.take(writes).count().await }))
+        .map(|stream| {
+            tokio::spawn(async move {
+                // Changes only: a watch cache's stream also carries progress (bookmarks).
+                let changes = stream.filter(|event| {
+                    std::future::ready(
+                        event
+                            .as_ref()
+                            .map_or(true, |e| e.event_type != WatchEventType::Bookmark),
+                    )
+                });
+                changes.take(writes).count().await
+            })
+        })
         .collect();
     for i in 0..writes {
         let key = ObjectKey::namespaced("fan", &format!("w-{i}"));

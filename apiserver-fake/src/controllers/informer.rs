@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{StorageResource, Store};
+use crate::store::{StorageResource, Store, WatchEventType};
 
 /// The objects of an informer's list that decode as `T`; the others are skipped (a store holds
 /// only objects the API validated, so none should be).
@@ -55,6 +55,8 @@ pub(crate) async fn run_informer<F>(
             tokio::select! {
                 () = cancel.cancelled() => return,
                 event = events.next() => match event {
+                    // Progress only (the watch cache's, in order with its changes): nothing changed.
+                    Some(Ok(event)) if event.event_type == WatchEventType::Bookmark => {}
                     Some(Ok(_)) => {
                         if let Ok((objects, _)) = store.list(&resource, namespace).await {
                             on_change(&objects);
@@ -64,5 +66,80 @@ pub(crate) async fn run_informer<F>(
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{CachedStore, MemoryStore, ObjectKey, WatchCacheSizes};
+
+    /// Behind the watch cache a namespaced watch also carries the progress other namespaces' changes
+    /// make: an informer of one namespace lists again for its own changes only.
+    #[tokio::test]
+    async fn progress_of_other_namespaces_does_not_make_an_informer_list_again() {
+        let inner = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(CachedStore::new(inner, WatchCacheSizes::default()));
+        let resource = StorageResource::new("", "configmaps");
+        let calls = Arc::new(AtomicUsize::new(0));
+        let cancel = CancellationToken::new();
+        let informer = tokio::spawn(run_informer(
+            store.clone(),
+            resource.clone(),
+            Some("mine"),
+            cancel.clone(),
+            {
+                let calls = calls.clone();
+                move |_| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                }
+            },
+        ));
+        let create = |namespace: &'static str, name: String| {
+            let (store, resource) = (store.clone(), resource.clone());
+            async move {
+                store
+                    .create(
+                        &resource,
+                        &ObjectKey::namespaced(namespace, &name),
+                        json!({"metadata": {"name": name, "namespace": namespace}}),
+                    )
+                    .await
+                    .expect("created");
+            }
+        };
+        let settle = |expected: usize| {
+            let calls = calls.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(5), async {
+                    while calls.load(Ordering::SeqCst) < expected {
+                        tokio::task::yield_now().await;
+                    }
+                })
+                .await
+                .expect("the informer saw the change");
+            }
+        };
+        settle(1).await;
+        for i in 0..20 {
+            create("other", format!("o{i}")).await;
+        }
+        // A change of its own namespace after them: once it is seen, so were the 20 before it.
+        create("mine", "m".to_owned()).await;
+        settle(2).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "the initial list and the one change"
+        );
+        cancel.cancel();
+        informer.await.expect("the informer ends");
     }
 }
