@@ -46,7 +46,10 @@
 //! What is public is what the binary (`main.rs`), the integration tests, benches, fuzz targets
 //! (`fuzz/`) and the `e2e` crate use, and nothing else:
 //!
-//! - [`server`]: `start`, `RunningServer`, [`server::config`] (flags) and [`server::logging`];
+//! - [`server`]: `start`, `RunningServer`, [`server::config`] (flags) and [`server::logging`]. A
+//!   server's shared state is internal: tests observe a running server only through
+//!   `RunningServer`'s documented accessors (`served_requests`, whose entries are
+//!   [`server::ServedRequest`], `holder_identity`, `proxy_endpoints`, `server_id`, `url`);
 //! - [`store`]: the `Store` trait, `MemoryStore`, `EtcdStore` (feature `etcd`) and their keys;
 //! - [`cluster`]: in-process and process clusters, etcd, load balancers, the controller manager, real
 //!   members and the upgrade simulator's entry point (`upgrade::{UpgradeArgs, run_upgrade}`);
@@ -54,13 +57,19 @@
 //!   `discovery::{aggregated, legacy}`, `openapi::definitions`, `serviceaccount`, `status`, `yaml` and
 //!   the REST pieces (`rest::{admission::review, defaults, field_validation, managed_fields,
 //!   negotiation, patch, selector, structural::validation_rules, table}`), [`cel`] (`compile`,
-//!   `evaluate`, `value`), [`chain::authorization`]'s `AuthorizationMode`, [`controllers`]' `identity`
-//!   and `peer_endpoint` (the records tests inspect), [`protobuf`] and [`go_duration`].
+//!   `evaluate`, `value`), [`chain::authorization`]'s `AuthorizationMode` (and its parse error),
+//!   [`controllers`]' `identity` and `peer_endpoint` (the records tests inspect), [`protobuf`] and
+//!   [`go_duration`].
 //!
-//! Every other module and item is `pub(crate)`. `#![warn(unreachable_pub)]` (an error in CI's
-//! `clippy -D warnings`) keeps it so: an item of a crate-private module cannot be `pub`, so the
-//! compiler reports code nothing uses as dead. The workspace's `missing_docs` lint covers what stays
-//! public. Making a module public again is a decision to record here.
+//! Every other module and item is `pub(crate)`, except the types a public item names, which must be
+//! public too (reachable, if not always by a path): the errors [`server::ServerError`] and
+//! [`server::config::ConfigError`] carry, the option sets inside [`server::config::ServerFlags`], the
+//! catalog and store types re-exported from [`api::catalog`] and [`store`], and the types in the
+//! signatures of the items above (the cluster file and upgrade arguments, the test-support modules'
+//! functions). `#![warn(unreachable_pub)]` (an error in CI's
+//! `clippy -D warnings`) keeps it so: any other item of a crate-private module cannot be `pub`, so
+//! the compiler reports code nothing uses as dead. The workspace's `missing_docs` lint covers what
+//! stays public. Making a module or item public again is a decision to record here.
 
 #![warn(unreachable_pub)]
 

@@ -68,9 +68,7 @@ fn client_of(cluster: &Cluster, server: &RunningServer) -> TestClient {
 
 fn proxied_requests_for(server: &RunningServer, path: &str) -> usize {
     server
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .iter()
         .filter(|r| r.peer_proxied && r.uri.starts_with(path))
         .count()
@@ -308,7 +306,7 @@ async fn a_stale_lease_of_the_same_name_is_replaced_at_startup() {
     );
     assert_eq!(
         fresh["spec"]["holderIdentity"].as_str(),
-        Some(restarted.state().holder_identity.as_str())
+        Some(restarted.holder_identity())
     );
     assert_ne!(fresh["spec"]["holderIdentity"], stale["spec"]["holderIdentity"]);
 
@@ -341,7 +339,7 @@ async fn before_1_35_a_restarted_server_takes_its_old_lease_over() {
     );
     assert_eq!(
         renewed["spec"]["holderIdentity"].as_str(),
-        Some(restarted.state().holder_identity.as_str())
+        Some(restarted.holder_identity())
     );
 }
 

@@ -85,7 +85,7 @@ async fn kubectl_creates_lists_and_deletes_jobs_through_the_server_without_batch
     let (ok, out, err) = run(&["delete", "job", "via-a"]).await.unwrap();
     assert!(ok, "{err}");
     assert_eq!(out.trim(), r#"job.batch "via-a" deleted"#);
-    let proxied = cluster.servers[1].1.state().requests.snapshot();
+    let proxied = cluster.servers[1].1.served_requests();
     assert!(
         proxied
             .iter()

@@ -92,9 +92,7 @@ async fn the_peer_sees_the_original_user_and_never_a_spoofed_one() {
     assert_eq!(reply.headers["audit-id"], "audit-1");
     let proxied: Vec<_> = cluster.servers[1]
         .1
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .into_iter()
         .filter(|r| r.peer_proxied && r.uri.starts_with(JOBS))
         .collect();
@@ -281,7 +279,7 @@ async fn a_proxy_certificate_with_a_disallowed_cn_is_rejected_by_the_peer() {
     .await;
     let reply = a.get(JOBS).await;
     assert_ne!(reply.status, StatusCode::OK);
-    let log = cluster.servers[1].1.state().requests.snapshot();
+    let log = cluster.servers[1].1.served_requests();
     assert!(log.iter().all(|r| r.user.name != "system:apiserver"), "{log:?}");
 }
 
@@ -347,7 +345,7 @@ async fn hang_peer(cluster: &apiserver_fake::cluster::Cluster) -> tokio::net::Tc
         )
         .await
         .unwrap();
-    let a_endpoints = cluster.servers[0].1.state().proxy_endpoints().unwrap();
+    let a_endpoints = cluster.servers[0].1.proxy_endpoints().unwrap();
     let hole_addr = hole.local_addr().unwrap().to_string();
     eventually(
         "a's endpoint cache to take the new address",

@@ -161,7 +161,7 @@ async fn spoofed_identity_headers_from_an_ordinary_client_are_ignored() {
         )
         .await;
     assert_eq!(reply.json()["status"]["userInfo"]["username"], "admin");
-    let log = cluster.servers[0].1.state().requests.snapshot();
+    let log = cluster.servers[0].1.served_requests();
     assert!(log.iter().all(|r| r.user.name == "admin"), "{log:?}");
 }
 

@@ -58,9 +58,7 @@ async fn kubectl_creates_gets_watches_and_deletes_jobs_through_the_server_lackin
                 cluster
                     .server("a")
                     .unwrap()
-                    .state()
-                    .requests
-                    .snapshot()
+                    .served_requests()
                     .iter()
                     .skip(mark)
                     .any(|r| r.uri.contains("watch=true"))

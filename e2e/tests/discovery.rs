@@ -239,9 +239,7 @@ async fn peer_discovery_is_fetched_as_system_apiserver_with_nopeer_accept() {
     let fetches: Vec<String> = cluster
         .server("a")
         .unwrap()
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .iter()
         .filter(|r| r.user.name == "system:apiserver")
         .map(|r| {

@@ -29,7 +29,7 @@ async fn caller_identity_is_forwarded_as_remote_headers_replacing_spoofed_ones()
             .await
             .unwrap();
         assert_eq!(reply.code(), 200, "{mode:?}");
-        let seen = cluster.server("a").unwrap().state().requests.snapshot();
+        let seen = cluster.server("a").unwrap().served_requests();
         let user = &seen
             .iter()
             .rev()

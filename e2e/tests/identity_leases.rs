@@ -20,9 +20,7 @@ fn discovery_fetches(cluster: &TestCluster, name: &str) -> usize {
     cluster
         .server(name)
         .unwrap()
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .iter()
         .filter(|r| r.user.name == "system:apiserver" && r.uri == "/apis")
         .count()

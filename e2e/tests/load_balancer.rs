@@ -38,9 +38,7 @@ fn lists_answered_by(cluster: &TestCluster, name: &str, mark: usize) -> usize {
     cluster
         .server(name)
         .expect("server")
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .iter()
         .skip(mark)
         .filter(|r| !r.peer_proxied && r.method == "GET" && r.uri.starts_with(JOBS))

@@ -222,9 +222,7 @@ async fn discovery_cache_hits_misses_and_nopeer_requests_are_counted() {
     let peer_fetches = cluster
         .server("b")
         .unwrap()
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .iter()
         .skip(mark)
         .filter(|r| r.user.name == "system:apiserver" && r.uri == "/apis")

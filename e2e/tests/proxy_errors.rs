@@ -126,7 +126,6 @@ async fn one_of_two_capable_peers_unresolvable(
     let b_endpoints = cluster
         .server("b")
         .unwrap()
-        .state()
         .proxy_endpoints()
         .expect("b runs the proxy");
     eventually("b's endpoint cache forgets c", SETTLE, || async {

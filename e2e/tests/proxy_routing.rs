@@ -286,7 +286,7 @@ async fn proxied_request_carries_the_peer_proxied_header_appended() {
             200,
             "{mode:?}: still proxied, since the first value is not \"true\""
         );
-        let log = cluster.server("a").unwrap().state().requests.snapshot();
+        let log = cluster.server("a").unwrap().served_requests();
         let entry = |uri: &str| log.iter().find(|r| r.uri == uri).map(|r| r.peer_proxied);
         assert_eq!(entry(&format!("{JOBS}?limit=1")), Some(true), "{mode:?}");
         assert_eq!(entry(&format!("{JOBS}?limit=2")), Some(false), "{mode:?}");

@@ -5,7 +5,7 @@ use prometheus::{Encoder, IntCounterVec, Opts, Registry, TextEncoder};
 /// Metrics of one server. The registry is per server so that several fakes in one process do not mix
 /// their counters; `mvp-core` registers its metrics into the same registry.
 #[derive(Debug, Clone)]
-pub struct ServerMetrics {
+pub(crate) struct ServerMetrics {
     registry: Registry,
     requests: IntCounterVec,
 }
@@ -18,7 +18,7 @@ impl Default for ServerMetrics {
 
 impl ServerMetrics {
     /// A fresh registry with the fake's own request counter.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
             Opts::new(
@@ -35,19 +35,19 @@ impl ServerMetrics {
     }
 
     /// The registry, for other components (the MVP filter) to register into.
-    pub fn registry(&self) -> &Registry {
+    pub(crate) fn registry(&self) -> &Registry {
         &self.registry
     }
 
     /// Counts one served request.
-    pub fn observe_request(&self, verb: &str, group: &str, version: &str, resource: &str, code: u16) {
+    pub(crate) fn observe_request(&self, verb: &str, group: &str, version: &str, resource: &str, code: u16) {
         self.requests
             .with_label_values(&[verb, group, version, resource, &code.to_string()])
             .inc();
     }
 
     /// The registry in Prometheus text format.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut buffer = Vec::new();
         // Encoding gathered families into a Vec cannot fail for well-formed metrics.
         if TextEncoder::new()

@@ -146,14 +146,14 @@ struct RawPolicy {
 
 /// A loaded audit policy.
 #[derive(Debug, Clone)]
-pub struct AuditPolicy {
+pub(crate) struct AuditPolicy {
     rules: Vec<PolicyRule>,
     omit_stages: Vec<Stage>,
 }
 
 impl AuditPolicy {
     /// Reads and checks `--audit-policy-file`.
-    pub fn load(path: &Path) -> Result<Self, AuditError> {
+    pub(crate) fn load(path: &Path) -> Result<Self, AuditError> {
         let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read {
             path: path.to_owned(),
             source,
@@ -162,7 +162,7 @@ impl AuditPolicy {
     }
 
     /// Checks the policy `text` read from `path` (named in errors).
-    pub fn parse(path: &Path, text: &str) -> Result<Self, AuditError> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<Self, AuditError> {
         let decode = |message: String| AuditError::Decode {
             path: path.to_owned(),
             message,
@@ -262,14 +262,14 @@ enum Sink {
 
 /// A server's audit backend: its policy and its log.
 #[derive(Debug)]
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     policy: AuditPolicy,
     sink: Sink,
 }
 
 /// What the audit filter knows of one request when it is received.
 #[derive(Debug)]
-pub struct AuditedRequest {
+pub(crate) struct AuditedRequest {
     level: Level,
     omit: Vec<Stage>,
     event: Value,
@@ -277,7 +277,7 @@ pub struct AuditedRequest {
 
 impl AuditLog {
     /// Opens `--audit-log-path` (`-`: standard output) for appending, with `policy`.
-    pub fn open(path: &Path, policy: AuditPolicy) -> Result<Self, AuditError> {
+    pub(crate) fn open(path: &Path, policy: AuditPolicy) -> Result<Self, AuditError> {
         let sink = if path == Path::new("-") {
             Sink::Stdout
         } else {
@@ -299,7 +299,7 @@ impl AuditLog {
 
     /// Starts the event of a request (and writes its `RequestReceived` stage unless omitted);
     /// `None` when the policy does not log it.
-    pub fn begin(
+    pub(crate) fn begin(
         &self,
         user: &UserInfo,
         info: &RequestInfo,
@@ -354,7 +354,7 @@ impl AuditLog {
 
     /// Writes the event of a request once its response is known: `ResponseComplete`, or
     /// `ResponseStarted` for a long-running one. `status` is the `Status` of an error response.
-    pub fn finish(
+    pub(crate) fn finish(
         &self,
         mut request: AuditedRequest,
         long_running: bool,

@@ -28,7 +28,7 @@ use crate::store::Store;
 
 /// What the TLS layer learned about a connection; inserted into every request's extensions.
 #[derive(Debug, Clone, Default)]
-pub struct ConnectionInfo {
+pub(crate) struct ConnectionInfo {
     /// The remote socket address.
     pub remote_addr: Option<std::net::SocketAddr>,
     /// The client's certificate chain, leaf first, if it presented one (it verified against the union of
@@ -46,7 +46,7 @@ pub struct ConnectionInfo {
 /// `notAfter` and recomputed afterwards. The answers are the same, the per-request cost of a connection
 /// that carries many requests (a peer's proxy connection above all) is not.
 #[derive(Debug, Default)]
-pub struct ChainVerdicts {
+pub(crate) struct ChainVerdicts {
     /// Whether the chain is a trusted front proxy's (requestheader).
     front_proxy: OnceLock<bool>,
     /// The x509 user of the chain, if it verifies against the client CA.
@@ -116,7 +116,7 @@ pub enum AuthSetupError {
 }
 
 /// The union of authenticators a server runs.
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     request_header: Option<RequestHeaderAuthenticator>,
     client_ca: Option<ClientCa>,
     tokens: HashMap<String, UserInfo>,
@@ -239,7 +239,10 @@ pub struct AuthenticationOptions {
 impl Authenticator {
     /// Builds the union from kube-apiserver's authentication flags (`binary_version` decides which
     /// claims ServiceAccount tokens carry).
-    pub fn new(flags: &AuthenticationOptions, binary_version: KubeVersion) -> Result<Self, AuthSetupError> {
+    pub(crate) fn new(
+        flags: &AuthenticationOptions,
+        binary_version: KubeVersion,
+    ) -> Result<Self, AuthSetupError> {
         let client_ca = match &flags.client_ca_file {
             Some(path) => Some(ClientCa {
                 verifier: WebPkiClientVerifier::builder(Arc::new(read_root_store(path)?))
@@ -286,19 +289,22 @@ impl Authenticator {
     }
 
     /// The keys ServiceAccount tokens are signed and verified with.
-    pub fn service_account_tokens(&self) -> &Arc<ServiceAccountTokens> {
+    pub(crate) fn service_account_tokens(&self) -> &Arc<ServiceAccountTokens> {
         &self.service_accounts
     }
 
     /// The user of a static token (`--token-auth-file`), with `system:authenticated`.
-    pub fn static_token_user(&self, token: &str) -> Option<UserInfo> {
+    pub(crate) fn static_token_user(&self, token: &str) -> Option<UserInfo> {
         self.tokens.get(token).cloned().map(with_authenticated_group)
     }
 
-    /// The whole union, ServiceAccount tokens included (their ServiceAccount must still be in
-    /// `store`): [`Self::authenticate`], with a bearer JWT tried before anonymous. A bearer token
-    /// no authenticator accepts is a 401 even with anonymous requests enabled, as upstream.
-    pub async fn authenticate_request(
+    /// Authenticates a request with the whole union, ServiceAccount tokens included (their
+    /// ServiceAccount must still be in `store`), a bearer JWT tried before anonymous. Identity
+    /// headers are removed unless the requestheader authenticator vouched for the connection;
+    /// `Authorization` is removed after a successful token login (as upstream). `None` means nobody
+    /// could be authenticated (the caller answers 401): a bearer token no authenticator accepts is a
+    /// 401 even with anonymous requests enabled, as upstream.
+    pub(crate) async fn authenticate_request(
         &self,
         conn: &ConnectionInfo,
         headers: &mut HeaderMap,
@@ -334,15 +340,6 @@ impl Authenticator {
             groups: vec!["system:unauthenticated".to_owned()],
             ..Default::default()
         })
-    }
-
-    /// Authenticates a request. Identity headers are removed unless the requestheader authenticator
-    /// vouched for the connection; `Authorization` is removed after a successful token login (as upstream).
-    /// `None` means nobody could be authenticated (the caller answers 401). ServiceAccount tokens need
-    /// the store: [`Self::authenticate_request`] tries them too.
-    pub fn authenticate(&self, conn: &ConnectionInfo, headers: &mut HeaderMap) -> Option<UserInfo> {
-        self.authenticate_credentials(conn, headers)
-            .or_else(|| self.anonymous())
     }
 
     /// The synchronous authenticators of the union, without anonymous.

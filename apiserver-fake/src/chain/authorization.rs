@@ -1,6 +1,6 @@
 //! Authorization: kube-apiserver's `--authorization-mode`: `AlwaysAllow` (the default), `AlwaysDeny`,
 //! `RBAC` (on the store's Roles and bindings, [`crate::chain::rbac`]) and `Node` (which has an opinion only on
-//! kubelets' requests; the fake has no kubelets, so it never has one), behind the [`Authorizer`] seam.
+//! kubelets' requests; the fake has no kubelets, so it never has one), behind the `Authorizer` seam.
 //!
 //! As upstream, the members of `system:masters` are always allowed (the privileged-group authorizer
 //! kube-apiserver puts in front of the configured modes), and the modes form a union: the first mode
@@ -17,7 +17,7 @@ use crate::api::status::Status;
 use crate::store::GroupResource;
 
 /// The group whose members may do everything (`user.SystemPrivilegedGroup`).
-pub const PRIVILEGED_GROUP: &str = "system:masters";
+pub(crate) const PRIVILEGED_GROUP: &str = "system:masters";
 
 /// One `--authorization-mode` the fake implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +110,7 @@ impl FromStr for AuthorizationMode {
 
 /// What an authorizer says about one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// The request may proceed.
     Allow,
     /// The request is forbidden; the reason is appended to the 403 message when not empty.
@@ -118,14 +118,14 @@ pub enum Decision {
 }
 
 /// The seam for a policy engine: decides whether `user` may make the request `info` describes.
-pub trait Authorize: Send + Sync + std::fmt::Debug {
+pub(crate) trait Authorize: Send + Sync + std::fmt::Debug {
     /// The decision for one request.
     fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision;
 }
 
 /// The union of the configured modes behind the privileged-group check.
 #[derive(Debug, Clone)]
-pub struct Authorizer {
+pub(crate) struct Authorizer {
     modes: Vec<AuthorizationMode>,
     /// The RBAC policy, when `RBAC` is one of the modes (fed by [`crate::chain::rbac::run_controller`]).
     rbac: Option<std::sync::Arc<crate::chain::rbac::RbacAuthorizer>>,
@@ -141,7 +141,7 @@ impl Eq for Authorizer {}
 
 impl Authorizer {
     /// Parses `--authorization-mode` (comma-separated, in order).
-    pub fn from_flag(value: &str) -> Result<Self, AuthorizationModeError> {
+    pub(crate) fn from_flag(value: &str) -> Result<Self, AuthorizationModeError> {
         let mut modes = Vec::new();
         for raw in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
             let mode: AuthorizationMode = raw.parse()?;
@@ -160,12 +160,12 @@ impl Authorizer {
     }
 
     /// The RBAC authorizer, when `RBAC` is configured.
-    pub fn rbac(&self) -> Option<&std::sync::Arc<crate::chain::rbac::RbacAuthorizer>> {
+    pub(crate) fn rbac(&self) -> Option<&std::sync::Arc<crate::chain::rbac::RbacAuthorizer>> {
         self.rbac.as_ref()
     }
 
     /// Whether every request is allowed (no check needed on the hot path).
-    pub fn allows_everything(&self) -> bool {
+    pub(crate) fn allows_everything(&self) -> bool {
         self.modes.first() == Some(&AuthorizationMode::AlwaysAllow)
     }
 }
@@ -182,7 +182,7 @@ impl Default for Authorizer {
 
 /// What the authorizer chain says about one request, as a `SubjectAccessReviewStatus` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Review {
+pub(crate) struct Review {
     /// Some mode allowed the request.
     pub allowed: bool,
     /// Upstream's reason: the allowing mode's (`RBAC: allowed by …`, or empty), else every mode's
@@ -193,7 +193,7 @@ pub struct Review {
 /// The rules a user has in a namespace, as a `SelfSubjectRulesReview` reports them (upstream's union
 /// of the modes' `RulesFor`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// Rules on resources (`verbs`, `apiGroups`, `resources`, `resourceNames`).
     pub resource_rules: Vec<crate::chain::rbac::policy::PolicyRule>,
     /// Rules on non-resource URLs (`verbs`, `nonResourceURLs`).
@@ -207,7 +207,7 @@ pub struct Rules {
 
 impl Authorizer {
     /// The union's decision with its reason (a `SubjectAccessReview`'s status).
-    pub fn review(&self, user: &UserInfo, info: &RequestInfo) -> Review {
+    pub(crate) fn review(&self, user: &UserInfo, info: &RequestInfo) -> Review {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
             return Review {
                 allowed: true,
@@ -248,7 +248,7 @@ impl Authorizer {
     /// non-resource rules as upstream's `RBACAuthorizer.RulesFor`; `Node`: nothing, and incomplete
     /// with upstream's error for a node's user). The privileged group has no rule resolver upstream,
     /// so `system:masters` sees what the other modes give it.
-    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+    pub(crate) fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
         use crate::chain::rbac::policy::PolicyRule;
         let mut rules = Rules::default();
         let mut errors = Vec::new();
@@ -320,7 +320,7 @@ impl Authorize for Authorizer {
 }
 
 /// Upstream's 403 for a denied request (`responsewriters.Forbidden` with `forbiddenMessage`).
-pub fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
+pub(crate) fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
     let who = &user.name;
     let what = if !info.is_resource_request {
         format!("User {who:?} cannot {} path {:?}", info.verb, info.path)
@@ -355,7 +355,7 @@ pub fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
 
 /// The attributes of impersonating `name` as a user (upstream's impersonation filter checks verb
 /// `impersonate` on `users` in the core group, cluster-scoped).
-pub fn impersonation_request(name: &str) -> RequestInfo {
+pub(crate) fn impersonation_request(name: &str) -> RequestInfo {
     RequestInfo {
         is_resource_request: true,
         verb: "impersonate".to_owned(),

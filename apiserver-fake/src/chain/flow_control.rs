@@ -154,14 +154,14 @@ const MAX_QUEUE_WAIT: Duration = Duration::from_secs(60);
 /// API Priority and Fairness of one server: a seat per executing request of each limited priority
 /// level, and its queues (see the module docs).
 #[derive(Debug)]
-pub struct FlowControl {
+pub(crate) struct FlowControl {
     levels: HashMap<&'static str, Arc<Level>>,
 }
 
 impl FlowControl {
     /// The bootstrap levels sharing `server_concurrency` seats (`--max-requests-inflight` plus
     /// `--max-mutating-requests-inflight`, which must be positive).
-    pub fn new(server_concurrency: usize) -> Self {
+    pub(crate) fn new(server_concurrency: usize) -> Self {
         let total: u32 = BOOTSTRAP_LEVELS.iter().map(|l| l.shares).sum();
         let levels = BOOTSTRAP_LEVELS
             .iter()
@@ -186,14 +186,15 @@ impl FlowControl {
     }
 
     /// The seats of `level` (`None` for a level that is not limited, `exempt`).
-    pub fn seats(&self, level: &str) -> Option<usize> {
+    #[cfg(test)]
+    fn seats(&self, level: &str) -> Option<usize> {
         self.levels.get(level).map(|l| l.seats)
     }
 
     /// A seat for a request of `user` to `path`: `Ok(None)` when its level is exempt, `Ok(Some(seat))`
     /// once one is free (hold it until the request is answered), `Err` when its queue is full or it
     /// waited `wait_limit` (capped at a minute).
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         user: &UserInfo,
         path: &str,
@@ -251,7 +252,7 @@ impl FlowControl {
 
 /// A seat held by an executing request; dropping it frees the seat for the next queued request.
 #[derive(Debug)]
-pub struct Seat {
+pub(crate) struct Seat {
     level: Arc<Level>,
     queue: Option<usize>,
 }

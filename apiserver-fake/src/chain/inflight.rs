@@ -14,18 +14,18 @@ use crate::chain::authorization::PRIVILEGED_GROUP;
 
 /// The two limits of one server.
 #[derive(Debug)]
-pub struct InFlightLimits {
+pub(crate) struct InFlightLimits {
     read_only: Option<Arc<Semaphore>>,
     mutating: Option<Arc<Semaphore>>,
 }
 
 /// Why a request may not start now.
 #[derive(Debug, PartialEq, Eq)]
-pub struct TooManyRequests;
+pub(crate) struct TooManyRequests;
 
 impl InFlightLimits {
     /// Limits of `read_only` and `mutating` requests; 0 means no limit.
-    pub fn new(read_only: usize, mutating: usize) -> Self {
+    pub(crate) fn new(read_only: usize, mutating: usize) -> Self {
         let limit = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
         Self {
             read_only: limit(read_only),
@@ -35,7 +35,7 @@ impl InFlightLimits {
 
     /// A slot for the request described by `info`, made by `user`: `Ok(None)` when it is exempt or
     /// unlimited, `Ok(Some(permit))` to hold until it is answered, `Err` when its limit is reached.
-    pub fn admit(
+    pub(crate) fn admit(
         &self,
         info: Option<&RequestInfo>,
         user: Option<&UserInfo>,

@@ -1,4 +1,4 @@
-//! The handler chain of one server: the stages a request passes through, built in [`handler_chain`],
+//! The handler chain of one server: the stages a request passes through, built in `handler_chain`,
 //! the one place that states their order.
 //!
 //! Outermost first, as a request travels them:
@@ -67,11 +67,11 @@ use crate::api::rest::defaults::service_ip::ServiceCidr;
 use crate::store::Store;
 
 /// The complete, type-erased service a connection serves.
-pub type HandlerChain = BoxCloneSyncService<Request<Body>, Response, Infallible>;
+pub(crate) type HandlerChain = BoxCloneSyncService<Request<Body>, Response, Infallible>;
 
 /// What the stages of the chain read from the server they run in (`ServerState` in
 /// [`crate::server`] provides it).
-pub trait ServerContext: Send + Sync + 'static {
+pub(crate) trait ServerContext: Send + Sync + 'static {
     /// `--authorization-mode`.
     fn authorizer(&self) -> &Authorizer;
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight`, when API Priority and
@@ -114,7 +114,7 @@ pub trait ServerContext: Send + Sync + 'static {
 
 /// Builds the chain for one server, its stages in the order of the module documentation; `mvp` is the
 /// peer proxy filter when it is installed.
-pub fn handler_chain<S: ServerContext>(
+pub(crate) fn handler_chain<S: ServerContext>(
     state: Arc<S>,
     authenticator: Arc<Authenticator>,
     mvp: Option<MvpLayer>,

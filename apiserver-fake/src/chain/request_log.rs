@@ -24,7 +24,7 @@ pub struct ServedRequest {
 
 /// The last requests a server served, newest last (bounded).
 #[derive(Debug, Default)]
-pub struct RequestLog {
+pub(crate) struct RequestLog {
     entries: Mutex<VecDeque<ServedRequest>>,
 }
 
@@ -32,7 +32,7 @@ impl RequestLog {
     const CAPACITY: usize = 1024;
 
     /// Records one request, forgetting the oldest when full.
-    pub fn record(&self, entry: ServedRequest) {
+    pub(crate) fn record(&self, entry: ServedRequest) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() == Self::CAPACITY {
             entries.pop_front();
@@ -41,7 +41,7 @@ impl RequestLog {
     }
 
     /// A copy of the recorded requests, oldest first.
-    pub fn snapshot(&self) -> Vec<ServedRequest> {
+    pub(crate) fn snapshot(&self) -> Vec<ServedRequest> {
         self.entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())

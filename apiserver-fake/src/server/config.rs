@@ -301,15 +301,15 @@ pub struct ServerOptions {
     /// `--watch-bookmark-interval`.
     pub watch_bookmark_interval: Duration,
     /// The parsed `--authorization-mode`.
-    pub authorizer: crate::chain::authorization::Authorizer,
+    pub(crate) authorizer: crate::chain::authorization::Authorizer,
     /// The parsed `--service-cluster-ip-range`.
-    pub service_cidr: crate::api::rest::defaults::service_ip::ServiceCidr,
+    pub(crate) service_cidr: crate::api::rest::defaults::service_ip::ServiceCidr,
     /// The loaded `--audit-policy-file`, when there is one.
-    pub audit_policy: Option<crate::chain::audit::AuditPolicy>,
+    pub(crate) audit_policy: Option<crate::chain::audit::AuditPolicy>,
     /// The checked logging flags.
     pub logging: crate::server::logging::LoggingOptions,
     /// The parsed `--webhook-service-address`.
-    pub webhook_service_addresses: std::sync::Arc<crate::api::rest::admission::ServiceAddresses>,
+    pub(crate) webhook_service_addresses: std::sync::Arc<crate::api::rest::admission::ServiceAddresses>,
 }
 
 /// Why a set of flags was rejected. Each message is one line, kube-apiserver's wording where it has one.

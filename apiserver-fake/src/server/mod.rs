@@ -1,7 +1,7 @@
-//! One fake kube-apiserver: its configuration ([`config`]), shared state ([`ServerState`]), listener and
+//! One fake kube-apiserver: its configuration ([`config`]), shared state (`ServerState`), listener and
 //! TLS, the wiring of the Mixed Version Proxy ([`mvp`]), and its lifecycle.
 //!
-//! [`start`] binds the secure port, builds the handler chain ([`crate::chain::handler_chain`]) and starts
+//! [`start`] binds the secure port, builds the handler chain (`crate::chain::handler_chain`) and starts
 //! the background controllers ([`crate::controllers`]) a real kube-apiserver runs for the proxy: the
 //! identity lease, the peer endpoint record, the StorageVersion and CRD controllers.
 //! [`RunningServer::shutdown`] stops it gracefully (cleaning up what it published);
@@ -14,6 +14,8 @@ pub mod logging;
 pub(crate) mod mvp;
 mod tls;
 mod unread_body;
+
+pub use crate::chain::request_log::ServedRequest;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,48 +74,48 @@ pub enum ServerError {
 }
 
 /// Everything the handlers of one server share.
-pub struct ServerState {
+pub(crate) struct ServerState {
     /// The validated configuration.
-    pub options: ServerOptions,
+    pub(crate) options: ServerOptions,
     /// The APIServerID (also the identity lease name).
-    pub server_id: String,
+    pub(crate) server_id: String,
     /// `spec.holderIdentity` of this run's identity lease: `<server ID>_<uuid>`.
-    pub holder_identity: String,
+    pub(crate) holder_identity: String,
     /// The cluster's shared store.
-    pub store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     /// What this server serves now (built-ins plus CRDs); updated by background tasks.
-    pub served: watch::Receiver<Arc<ServedApis>>,
+    pub(crate) served: watch::Receiver<Arc<ServedApis>>,
     /// Set once the identity lease is published (`/readyz`).
-    pub ready: Arc<AtomicBool>,
+    pub(crate) ready: Arc<AtomicBool>,
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight` (`None`: no limit), applied
     /// when API Priority and Fairness is off.
-    pub inflight: crate::chain::inflight::InFlightLimits,
+    pub(crate) inflight: crate::chain::inflight::InFlightLimits,
     /// API Priority and Fairness (`--enable-priority-and-fairness`), sharing the max-in-flight values'
     /// sum as its seats.
-    pub flow_control: Option<crate::chain::flow_control::FlowControl>,
+    pub(crate) flow_control: Option<crate::chain::flow_control::FlowControl>,
     /// Set once this server's peer endpoint record is first written (gate on): until then no peer
     /// can reach it, so `/readyz` waits for it too.
-    pub peer_endpoint_published: Arc<AtomicBool>,
+    pub(crate) peer_endpoint_published: Arc<AtomicBool>,
     /// Prometheus metrics of this server.
-    pub metrics: ServerMetrics,
+    pub(crate) metrics: ServerMetrics,
     /// Which users this server believed it served.
-    pub requests: crate::chain::request_log::RequestLog,
+    pub(crate) requests: crate::chain::request_log::RequestLog,
     /// The audit log, when `--audit-log-path` and `--audit-policy-file` are set.
-    pub audit: Option<crate::chain::audit::AuditLog>,
+    pub(crate) audit: Option<crate::chain::audit::AuditLog>,
     /// The address the server listens on.
-    pub local_addr: SocketAddr,
+    pub(crate) local_addr: SocketAddr,
     /// What discovery documents need to know about this server.
-    pub discovery: DiscoveryContext,
+    pub(crate) discovery: DiscoveryContext,
     /// `/openapi/v2` and `/openapi/v3`, cached per served API set.
-    pub openapi: crate::api::openapi::OpenApiService,
+    pub(crate) openapi: crate::api::openapi::OpenApiService,
     /// The Mixed Version Proxy, when enabled: its resolver, view of peer addresses and readiness
     /// checks (`/readyz` waits for them).
-    pub proxy: Option<PeerProxy>,
+    pub(crate) proxy: Option<PeerProxy>,
     /// The bootstrap RBAC policy and its snapshot, kept whatever the authorization mode (the
     /// authorizer's own in RBAC mode); `/readyz` waits for its bootstrap.
-    pub rbac: Arc<crate::chain::rbac::RbacAuthorizer>,
+    pub(crate) rbac: Arc<crate::chain::rbac::RbacAuthorizer>,
     /// The authenticator union (TokenRequest signs with its service-account key, TokenReview asks it).
-    pub authenticator: Arc<Authenticator>,
+    pub(crate) authenticator: Arc<Authenticator>,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -126,13 +128,13 @@ impl std::fmt::Debug for ServerState {
 
 impl ServerState {
     /// Whether `/readyz` reports ready: [`Self::failed_readiness_check`] finds nothing.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.failed_readiness_check().is_none()
     }
 
     /// [`Self::failed_readiness_check`] on a fresh view of the peers' addresses and receipts (read
     /// from the store now, while the checks have not all passed yet): what `/readyz` answers.
-    pub async fn check_readiness(&self) -> Option<&'static str> {
+    pub(crate) async fn check_readiness(&self) -> Option<&'static str> {
         if self.is_ready() {
             return None;
         }
@@ -150,7 +152,7 @@ impl ServerState {
     /// address for its discovery, and every reachable peer publishing discovery receipts has asked
     /// this run for its discovery ([`crate::controllers::peer_receipts`]). So a server that says ready routes to
     /// its peers, and they to it: no false 404 either way.
-    pub fn failed_readiness_check(&self) -> Option<&'static str> {
+    pub(crate) fn failed_readiness_check(&self) -> Option<&'static str> {
         if !self.rbac.is_ready() {
             Some("rbac/bootstrap-roles")
         } else if !self.ready.load(Ordering::Acquire) {
@@ -174,7 +176,7 @@ impl ServerState {
 
     /// Whether the identity lease is published and the proxy (if any) has synced its caches once:
     /// what the peer endpoint reconciler waits for, as upstream writes the record once started.
-    pub fn is_started(&self) -> bool {
+    pub(crate) fn is_started(&self) -> bool {
         self.ready.load(Ordering::Acquire) && self.proxy_synced()
     }
 
@@ -187,12 +189,12 @@ impl ServerState {
     }
 
     /// The proxy's resolver: which peers it would send a resource's requests to.
-    pub fn proxy_resolver(&self) -> Option<Arc<dyn mvp_core::PeerResolver>> {
+    pub(crate) fn proxy_resolver(&self) -> Option<Arc<dyn mvp_core::PeerResolver>> {
         self.proxy.as_ref().map(|proxy| proxy.resolver.clone())
     }
 
     /// The proxy's view of peer addresses (tests and tools observe it).
-    pub fn proxy_endpoints(&self) -> Option<Arc<dyn mvp_core::PeerEndpoints>> {
+    pub(crate) fn proxy_endpoints(&self) -> Option<Arc<dyn mvp_core::PeerEndpoints>> {
         self.proxy
             .as_ref()
             .map(|proxy| proxy.endpoints.clone() as Arc<dyn mvp_core::PeerEndpoints>)
@@ -299,8 +301,27 @@ impl RunningServer {
         &self.state.server_id
     }
 
-    /// Shared state (configuration, metrics, request log).
-    pub fn state(&self) -> &Arc<ServerState> {
+    /// `spec.holderIdentity` of this run's identity lease (`<server ID>_<uuid>`): tells this run of
+    /// the server from an earlier or later one with the same APIServerID.
+    pub fn holder_identity(&self) -> &str {
+        &self.state.holder_identity
+    }
+
+    /// A copy of the requests this server served lately, oldest first, each with the user it
+    /// believed it served it for and whether it came proxied from a peer. The log is bounded (it
+    /// keeps the last 1,024 requests), so compare lengths only between two calls close together.
+    pub fn served_requests(&self) -> Vec<ServedRequest> {
+        self.state.requests.snapshot()
+    }
+
+    /// The Mixed Version Proxy's view of its peers' addresses, as it refreshes it from their peer
+    /// endpoint records; `None` when the server runs no proxy (feature gate off).
+    pub fn proxy_endpoints(&self) -> Option<Arc<dyn mvp_core::PeerEndpoints>> {
+        self.state.proxy_endpoints()
+    }
+
+    /// Shared state (configuration, store, metrics, request log) for the crate's own use.
+    pub(crate) fn state(&self) -> &Arc<ServerState> {
         &self.state
     }
 

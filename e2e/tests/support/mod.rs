@@ -102,13 +102,7 @@ pub fn job(name: &str) -> Value {
 
 /// How many requests server `name` has logged so far: a mark for [`proxied_requests_seen_by`].
 pub fn log_mark(cluster: &TestCluster, name: &str) -> usize {
-    cluster
-        .server(name)
-        .expect("server")
-        .state()
-        .requests
-        .snapshot()
-        .len()
+    cluster.server(name).expect("server").served_requests().len()
 }
 
 /// The requests server `name` served with the peer-proxied header since `mark` (see [`log_mark`]), as
@@ -117,9 +111,7 @@ pub fn proxied_requests_seen_by(cluster: &TestCluster, name: &str, mark: usize) 
     cluster
         .server(name)
         .expect("server")
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .into_iter()
         .skip(mark)
         .filter(|r| r.peer_proxied && r.user.name != "system:apiserver")
@@ -132,9 +124,7 @@ pub fn requests_seen_by(cluster: &TestCluster, name: &str, mark: usize, uri_pref
     cluster
         .server(name)
         .expect("server")
-        .state()
-        .requests
-        .snapshot()
+        .served_requests()
         .iter()
         .skip(mark)
         .filter(|r| r.uri.starts_with(uri_prefix))

@@ -54,7 +54,7 @@ fn prepare_namespace(object: &mut Value, name: &str) {
 
 /// Creates the system namespaces that do not exist yet (the bootstrap controller's job; call once per
 /// cluster at startup). Errors other than "already exists" are returned.
-pub async fn ensure_system_namespaces(store: &dyn Store) -> Result<(), StoreError> {
+pub(crate) async fn ensure_system_namespaces(store: &dyn Store) -> Result<(), StoreError> {
     for name in SYSTEM_NAMESPACES {
         match store
             .create(&namespaces(), &ObjectKey::cluster(name), namespace_object(name))

@@ -67,7 +67,6 @@ use crate::api::status::{GroupKind, Status};
 use crate::store::GroupResource;
 use crate::store::{ObjectKey, StorageResource, Store};
 
-pub use lifecycle::ensure_system_namespaces;
 use negotiation::{OutputFormat, Transforms, negotiate_output};
 
 /// Upstream's limit on request bodies (`maxRequestBodyBytes`, 3 MiB).

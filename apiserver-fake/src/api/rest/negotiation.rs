@@ -3,7 +3,7 @@
 //!
 //! Served: JSON (default), YAML, and the `meta.k8s.io/v1` transforms `as=Table` (what `kubectl get`
 //! asks for) and `as=PartialObjectMetadata[List]` (metadata-only clients). Protobuf request bodies of
-//! built-in kinds are decoded ([`crate::api::protobuf`], what kubectl's typed clients send); responses are
+//! built-in kinds are decoded ([`crate::protobuf`], what kubectl's typed clients send); responses are
 //! never protobuf: an `Accept` that allows only protobuf is answered 406.
 
 use axum::response::{IntoResponse, Response};

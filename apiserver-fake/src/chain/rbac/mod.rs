@@ -39,7 +39,7 @@ const BOOTSTRAP: &str = include_str!("../../../catalog/rbac-bootstrap.json");
 
 /// The RBAC authorizer of one server.
 #[derive(Debug, Default)]
-pub struct RbacAuthorizer {
+pub(crate) struct RbacAuthorizer {
     policy: ArcSwap<policy::Policy>,
     bootstrapped: AtomicBool,
     synced: AtomicBool,
@@ -48,19 +48,23 @@ pub struct RbacAuthorizer {
 impl RbacAuthorizer {
     /// RBAC's decision for `user` making the request `info`: `Ok` with the allowing binding when a
     /// bound rule allows it, else the reason (usually empty, as upstream's).
-    pub fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Result<String, String> {
+    pub(crate) fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Result<String, String> {
         self.policy.load().authorize(user, info)
     }
 
     /// The rules bound to `user` in `namespace` and the error of bindings whose role is missing
     /// ([`policy::Policy::rules_for`]).
-    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<policy::PolicyRule>, Option<String>) {
+    pub(crate) fn rules_for(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+    ) -> (Vec<policy::PolicyRule>, Option<String>) {
         self.policy.load().rules_for(user, namespace)
     }
 
     /// Whether the bootstrap policy exists and the policy has been read once (`/readyz`'s
     /// `poststarthook/rbac/bootstrap-roles`).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.bootstrapped.load(Ordering::Acquire) && self.synced.load(Ordering::Acquire)
     }
 }

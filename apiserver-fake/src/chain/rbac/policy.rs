@@ -10,7 +10,7 @@ use serde_json::Value;
 /// One `PolicyRule`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PolicyRule {
+pub(crate) struct PolicyRule {
     /// Verbs, or `*`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verbs: Vec<String>,
@@ -34,7 +34,7 @@ fn has(values: &[String], wanted: &str) -> bool {
 
 impl PolicyRule {
     /// Whether the rule allows the request (`RuleAllows`).
-    pub fn allows(&self, info: &RequestInfo) -> bool {
+    pub(crate) fn allows(&self, info: &RequestInfo) -> bool {
         if !has(&self.verbs, &info.verb) {
             return false;
         }

@@ -132,7 +132,7 @@ pub struct UpgradeArgs {
 
 /// Why the flags describe no run.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     /// A version the catalog does not have.
     #[error("--{flag}: {reason}")]
     Version {
@@ -177,7 +177,7 @@ pub(crate) const MAX_SERVERS: usize = 200;
 
 /// A group/version/resource under test, with what a client needs to address it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TargetResource {
+pub(crate) struct TargetResource {
     /// API group (`""` for core).
     pub group: String,
     /// Version.
@@ -192,7 +192,7 @@ pub struct TargetResource {
 
 impl TargetResource {
     /// `group/version` or `version` for core: the objects' `apiVersion`.
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
         } else {
@@ -203,7 +203,7 @@ impl TargetResource {
     /// The smallest `spec` the server admits for an object of this resource: empty, except where
     /// validation requires fields (an admission policy needs a validation, a binding a policy name and
     /// an action; neither does anything, since nothing matches or exists by that name).
-    pub fn minimal_spec(&self) -> serde_json::Value {
+    pub(crate) fn minimal_spec(&self) -> serde_json::Value {
         match (self.group.as_str(), self.resource.as_str()) {
             ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
                 serde_json::json!({"validations": [{"expression": "true"}]})
@@ -216,7 +216,7 @@ impl TargetResource {
     }
 
     /// The collection path (in namespace `default` when namespaced).
-    pub fn collection_path(&self) -> String {
+    pub(crate) fn collection_path(&self) -> String {
         let prefix = if self.group.is_empty() {
             format!("/api/{}", self.version)
         } else {
@@ -230,7 +230,7 @@ impl TargetResource {
     }
 
     /// `resource.group/version` as reports name it.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         if self.group.is_empty() {
             format!("{}/{}", self.resource, self.version)
         } else {
@@ -241,7 +241,7 @@ impl TargetResource {
 
 /// The checked plan of one `upgrade` invocation.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The flags as given.
     pub args: UpgradeArgs,
     /// Start version.
@@ -330,7 +330,7 @@ fn seconds(value: f64, flag: &'static str) -> Result<Duration, PlanError> {
 
 impl Plan {
     /// Checks the flags and works out the resources under test.
-    pub fn new(args: UpgradeArgs) -> Result<Self, PlanError> {
+    pub(crate) fn new(args: UpgradeArgs) -> Result<Self, PlanError> {
         let version = |flag: &'static str, raw: &str| {
             raw.parse::<KubeVersion>().map_err(|e| PlanError::Version {
                 flag,
@@ -406,7 +406,7 @@ impl Plan {
     }
 
     /// The flags of server `index` at `version`, with the proxy's gate `mvp`.
-    pub fn member(&self, index: usize, version: KubeVersion, mvp: bool) -> MemberSpec {
+    pub(crate) fn member(&self, index: usize, version: KubeVersion, mvp: bool) -> MemberSpec {
         let a = self.args.clone();
         let mut gates = vec![format!("UnknownVersionInteroperabilityProxy={mvp}")];
         let mut flags = vec![
@@ -459,7 +459,7 @@ impl Plan {
     }
 
     /// What server `0` serves at `version` with these flags (every server is configured alike).
-    pub fn served(&self, version: KubeVersion, mvp: bool) -> Result<ServedApis, PlanError> {
+    pub(crate) fn served(&self, version: KubeVersion, mvp: bool) -> Result<ServedApis, PlanError> {
         let member = self.member(0, version, mvp);
         let mut args = vec![
             format!("--kubernetes-version={version}"),

@@ -50,7 +50,7 @@ pub(crate) const ENDPOINT_REFRESH: Duration = Duration::from_millis(100);
 /// Peer addresses from the store's internal keyspace, cached and refreshed in the background.
 /// Subscribers learn when the set of addresses changes (a peer became reachable or went away).
 #[derive(Debug)]
-pub struct StorePeerEndpoints {
+pub(crate) struct StorePeerEndpoints {
     addresses: watch::Sender<Arc<HashMap<String, String>>>,
     /// Each peer's discovery receipt (see [`crate::controllers::peer_receipts`]).
     receipts: ArcSwap<HashMap<String, peer_receipts::Receipt>>,
@@ -162,7 +162,7 @@ impl Latch {
 /// This check also waits, in Discovery mode, until every peer that has an identity lease and a
 /// published address has been asked for its discovery (an answer or a transport error: a broken
 /// peer must not keep every other server unready).
-pub struct ProxyReadiness {
+pub(crate) struct ProxyReadiness {
     own_id: String,
     resolver: Arc<dyn PeerResolver>,
     discovery: Option<DiscoveryPeers>,
@@ -181,14 +181,14 @@ impl std::fmt::Debug for ProxyReadiness {
 impl ProxyReadiness {
     /// Whether the proxy's caches have synced once: upstream's whole post-start hook, and what
     /// the peer endpoint record waits for.
-    pub fn has_synced(&self) -> bool {
+    pub(crate) fn has_synced(&self) -> bool {
         self.resolver.has_synced()
     }
 
     /// Whether the check passes (and from then on always will): synced, and, once the view of
     /// peer addresses includes this server's own record (so it is not older than that record),
     /// every peer with a lease and an address reached.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.passed.check(|| {
             self.resolver.has_synced()
                 && self.endpoints.sees(&self.own_id)
@@ -206,7 +206,7 @@ pub(crate) const PEERS_KNOW_SERVER_DEADLINE: Duration = Duration::from_secs(5);
 /// receipts has asked this run of the server for its discovery ([`crate::controllers::peer_receipts`]), or
 /// [`PEERS_KNOW_SERVER_DEADLINE`] has passed since the check first ran.
 #[derive(Debug)]
-pub struct PeersKnowServer {
+pub(crate) struct PeersKnowServer {
     endpoints: Arc<StorePeerEndpoints>,
     since: std::sync::OnceLock<std::time::Instant>,
     passed: Latch,
@@ -216,12 +216,12 @@ impl PeersKnowServer {
     /// Re-reads the peer addresses and receipts from the store now, rather than at the next
     /// background refresh: a readiness check judged on a view up to [`ENDPOINT_REFRESH`] old would
     /// take a peer whose address was just published for unreachable and pass without it.
-    pub async fn refresh(&self, store: &dyn Store) {
+    pub(crate) async fn refresh(&self, store: &dyn Store) {
         self.endpoints.refresh(store).await;
     }
 
     /// Whether the check passes for `own_id` whose identity lease `holder` holds.
-    pub fn is_ready(&self, own_id: &str, holder: &str) -> bool {
+    pub(crate) fn is_ready(&self, own_id: &str, holder: &str) -> bool {
         self.passed.check(|| {
             let since = *self.since.get_or_init(std::time::Instant::now);
             self.endpoints.sees(own_id)
@@ -265,7 +265,7 @@ pub(crate) struct ProxyInputs<'a> {
 
 /// An installed proxy, as the server's readiness checks and tools read it (the layer itself goes into
 /// the handler chain).
-pub struct PeerProxy {
+pub(crate) struct PeerProxy {
     /// Which peers serve what, as the layer decides.
     pub resolver: Arc<dyn PeerResolver>,
     /// The `unknown-version-proxy-filter` readiness check.

@@ -31,7 +31,7 @@ use super::RestRequest;
 use crate::api::status::{Status, StatusDetails, StatusReason};
 use crate::store::{ObjectKey, StorageResource};
 
-pub use self::webhook::ServiceAddresses;
+pub(crate) use self::webhook::ServiceAddresses;
 
 /// The audit annotations webhooks returned (`<webhook name>/<key>`), carried to the audit log as a
 /// response extension, on success and on denial alike.
