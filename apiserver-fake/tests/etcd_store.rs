@@ -544,14 +544,15 @@ mod with_etcd {
             "attached to a lease: {raw}"
         );
         // etcd expires the lease (it may take up to a second past the TTL).
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while store.get_internal("/peerserverleases/a").await.unwrap().is_some() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "record outlived its lease"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        crate::support::eventually(
+            "a's record to expire with its lease",
+            Duration::from_secs(5),
+            || async {
+                let record = store.get_internal("/peerserverleases/a").await.unwrap();
+                record.is_none().then_some(())
+            },
+        )
+        .await;
         let live = store.list_internal("/peerserverleases/").await.unwrap();
         assert_eq!(live, vec![("/peerserverleases/b".to_owned(), json!({"ip": "2"}))]);
         assert!(store.delete_internal("/peerserverleases/b").await.unwrap());

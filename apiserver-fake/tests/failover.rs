@@ -106,27 +106,27 @@ async fn third_server_after_first_dies(mode: &[&str]) {
     let killed_at = Instant::now();
     // Poll B's job list (upstream: every 1 s for up to a minute) until ten answers in a row are the job
     // list: a single success could be a lucky random choice of C while A is still a candidate.
-    let mut transient = Vec::new();
-    let mut streak: Option<(Instant, Value)> = None;
-    let mut successes = 0;
-    let (first_success, list) = loop {
-        let reply = b.get(JOBS).await;
-        if reply.status == StatusCode::OK {
-            successes += 1;
-            let (at, _) = streak.get_or_insert_with(|| (Instant::now(), reply.json()));
-            if successes == 10 {
-                break (*at, reply.json());
+    // The streak's first success and its latest list.
+    let streak = std::cell::RefCell::new(None::<(Instant, Value)>);
+    let transient = kube_mvp_testing::until_steady(
+        "B's job list served (by C) ten times in a row",
+        10,
+        Duration::from_secs(30),
+        || async {
+            let reply = b.get(JOBS).await;
+            let mut streak = streak.borrow_mut();
+            if reply.status == StatusCode::OK {
+                streak.get_or_insert_with(|| (Instant::now(), Value::Null)).1 = reply.json();
+                Ok(())
+            } else {
+                *streak = None;
+                Err(reply.status)
             }
-        } else {
-            transient.push(reply.status);
-            (streak, successes) = (None, 0);
-        }
-        assert!(
-            killed_at.elapsed() < Duration::from_secs(30),
-            "B did not reach C: {transient:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("B did not reach C: {e}"));
+    let (first_success, list) = streak.into_inner().expect("a streak of successes");
     let failed_over_after = first_success.duration_since(killed_at);
     assert_eq!(list["items"][0]["metadata"]["name"], "test-job");
     assert!(
@@ -240,16 +240,22 @@ async fn after_graceful_shutdown(grace_flag: &str) -> Vec<(Duration, StatusCode,
         identity_lease(&cluster.store, "a").await.is_none(),
         "the lease is deleted by the shutdown itself"
     );
-    let mut answers = Vec::new();
-    while stopped_at.elapsed() < Duration::from_secs(15) {
-        let reply = b.get(JOBS).await;
-        answers.push((stopped_at.elapsed(), reply.status, reply.text()));
-        if reply.status == StatusCode::NOT_FOUND {
-            return answers;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("B still answers for A's Jobs 15 s after A stopped: {answers:?}");
+    let answers = std::cell::RefCell::new(Vec::new());
+    kube_mvp_testing::eventually(
+        "B to answer its local 404 for Jobs (A forgotten)",
+        Duration::from_secs(15),
+        || async {
+            let reply = b.get(JOBS).await;
+            let status = reply.status;
+            answers
+                .borrow_mut()
+                .push((stopped_at.elapsed(), status, reply.text()));
+            (status == StatusCode::NOT_FOUND).then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; B still answers for A's Jobs: {:?}", answers.borrow()));
+    answers.into_inner()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

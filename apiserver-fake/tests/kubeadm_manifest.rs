@@ -8,7 +8,7 @@ mod support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::{kubectl, kubectl_available};
 
@@ -140,19 +140,21 @@ fn kubeadms_kube_apiserver_manifest_runs_unchanged_but_for_paths() {
         .expect("kubeconfig");
 
     // What kubeadm's readiness probe asks, polled as the kubelet would (every 100 ms here).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (ok, stdout, _) = kubectl(&kubeconfig, &["get", "--raw", "/readyz"]);
-        if ok && stdout.trim() == "ok" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "/readyz never answered ok; the server's log:\n{}",
+    kube_mvp_testing::eventually_blocking(
+        "/readyz to answer ok",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || {
+            let (ok, stdout, _) = kubectl(&kubeconfig, &["get", "--raw", "/readyz"]);
+            (ok && stdout.trim() == "ok").then_some(())
+        },
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}; the server's log:\n{}",
             std::fs::read_to_string(&log_path).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        )
+    });
 
     // The admin (system:masters) reads the RBAC bootstrap policy and writes an object.
     let (ok, stdout, stderr) = kubectl(

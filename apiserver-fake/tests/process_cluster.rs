@@ -19,7 +19,7 @@ mod with_etcd {
     use std::collections::BTreeSet;
     use std::process::Command;
     use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use http::StatusCode;
     use nix::sys::signal::{Signal, kill};
@@ -50,15 +50,12 @@ mod with_etcd {
             .is_ok_and(|stat| !stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
     }
 
-    fn wait_gone(pid: i32, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while alive(pid) {
-            if Instant::now() > deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        true
+    /// Polls every 20 ms until process `pid` is gone; panics naming `what` after `within`.
+    fn wait_gone(what: &str, pid: i32, within: Duration) {
+        kube_mvp_testing::eventually_blocking(what, within, Duration::from_millis(20), || {
+            (!alive(pid)).then_some(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
     }
 
     fn etcdctl(endpoint: &str, args: &[&str]) -> String {
@@ -161,10 +158,13 @@ mod with_etcd {
             }));
         }
         // Kill once the load is under way (more than 10 writes acknowledged), however slow the machine.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while acknowledged.lock().unwrap().len() <= 10 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // Judged once every process is killed (a panic now would leave the servers running).
+        let under_way = kube_mvp_testing::eventually(
+            "more than 10 writes acknowledged under the load",
+            Duration::from_secs(30),
+            || async { (acknowledged.lock().unwrap().len() > 10).then_some(()) },
+        )
+        .await;
         for name in ["a", "b"] {
             kill(Pid::from_raw(pid_of(server(&manifest, name))), Signal::SIGKILL).unwrap();
         }
@@ -174,9 +174,14 @@ mod with_etcd {
             writer.await.unwrap();
         }
         let acknowledged = acknowledged.lock().unwrap().clone();
-        assert!(acknowledged.len() > 10, "the load wrote: {}", acknowledged.len());
+        under_way.unwrap_or_else(|e| panic!("{e}; the load wrote: {}", acknowledged.len()));
         for name in ["a", "b"] {
-            assert!(wait_gone(pid_of(server(&manifest, name)), Duration::from_secs(5)));
+            let pid = pid_of(server(&manifest, name));
+            wait_gone(
+                &format!("server {name} (pid {pid}) to die of SIGKILL"),
+                pid,
+                Duration::from_secs(5),
+            );
         }
         drop(demo);
         // A killed cluster cannot remove its manifest; a script restarting it removes the stale one
@@ -225,9 +230,10 @@ mod with_etcd {
         let status = demo.child.wait().unwrap();
         assert!(status.success(), "{status}");
         for pid in pids {
-            assert!(
-                wait_gone(pid, Duration::from_secs(5)),
-                "server {pid} outlived the cluster"
+            wait_gone(
+                &format!("server {pid} to exit with the cluster"),
+                pid,
+                Duration::from_secs(5),
             );
         }
         assert!(!dir.path().join("cluster.json").exists());
@@ -322,19 +328,14 @@ mod with_etcd {
         let until = |what: &'static str, check: fn(&crate::support::Reply) -> bool| {
             let client = &client;
             async move {
-                let deadline = Instant::now() + Duration::from_secs(20);
-                loop {
-                    if let Ok(reply) = client.try_send(http::Method::GET, "/readyz", &[], None).await
-                        && check(&reply)
-                    {
-                        return reply;
-                    }
-                    assert!(Instant::now() < deadline, "{what}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                crate::support::eventually(what, Duration::from_secs(20), || async {
+                    let reply = client.try_send(http::Method::GET, "/readyz", &[], None).await;
+                    reply.ok().filter(check)
+                })
+                .await
             }
         };
-        until("ready on etcd", |r| r.status == StatusCode::OK).await;
+        until("/readyz to answer 200 on etcd", |r| r.status == StatusCode::OK).await;
         let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"}}"#;
         let created = client.post("/api/v1/namespaces/default/configmaps", cm).await;
         assert_eq!(created.status, StatusCode::CREATED);
@@ -350,7 +351,7 @@ mod with_etcd {
         );
 
         drop(etcd);
-        let not_ready = until("[-]etcd failed", |r| {
+        let not_ready = until("/readyz to answer 500 once etcd is gone", |r| {
             r.status == StatusCode::INTERNAL_SERVER_ERROR
         })
         .await;

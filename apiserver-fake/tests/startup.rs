@@ -94,35 +94,37 @@ async fn a_killed_runs_manifest_is_gone_before_the_next_run_writes_its_own() {
     let new_pid = second.child.id();
     // Poll as a tight shell loop would: old* → absent+ → new, nothing else.
     let mut saw_absent = false;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        match std::fs::read_to_string(&path) {
-            Err(_) => saw_absent = true,
-            Ok(text) => {
-                let manifest: serde_json::Value = serde_json::from_str(&text).expect("a complete manifest");
-                if manifest["pid"] == new_pid {
-                    assert!(
-                        saw_absent,
-                        "the old manifest was removed before the new one was written"
+    kube_mvp_testing::eventually_blocking(
+        "the second run's manifest",
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(2),
+        || {
+            match std::fs::read_to_string(&path) {
+                Err(_) => saw_absent = true,
+                Ok(text) => {
+                    let manifest: serde_json::Value =
+                        serde_json::from_str(&text).expect("a complete manifest");
+                    if manifest["pid"] == new_pid {
+                        assert!(
+                            saw_absent,
+                            "the old manifest was removed before the new one was written"
+                        );
+                        return Some(());
+                    }
+                    assert_eq!(
+                        manifest["pid"], old_pid,
+                        "only the old run's manifest before the new one"
                     );
-                    break;
+                    assert!(!saw_absent, "the old manifest came back after it was removed");
                 }
-                assert_eq!(
-                    manifest["pid"], old_pid,
-                    "only the old run's manifest before the new one"
-                );
-                assert!(!saw_absent, "the old manifest came back after it was removed");
             }
-        }
-        if let Some(status) = second.child.try_wait().expect("wait") {
-            panic!("the second cluster exited: {status}");
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no new manifest within 60 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+            if let Some(status) = second.child.try_wait().expect("wait") {
+                panic!("the second cluster exited: {status}");
+            }
+            None
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let manifest = second.wait_for_manifest(dir.path());
     let a = admin(dir.path(), server(&manifest, "a"));
     assert_eq!(a.get("/readyz").await.status, StatusCode::OK);

@@ -36,8 +36,7 @@ mod with_docker {
     use std::time::Duration;
 
     use e2e::containers::{ContainerCluster, ContainerClusterBuilder, docker_available, fake_binary};
-    use e2e::{HttpsClient, ServerBuilder};
-    use tokio::time::Instant;
+    use e2e::{HttpsClient, ServerBuilder, eventually};
 
     use super::skip;
 
@@ -135,11 +134,18 @@ mod with_docker {
         );
         cluster.unpause("b").await.unwrap();
         let b = cluster.client("b").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while !b.get("/readyz").await.is_ok_and(|r| r.code() == 200) {
-            assert!(Instant::now() < deadline, "b serves again after unpause");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            "b to serve /readyz again after unpause",
+            Duration::from_secs(15),
+            || async {
+                b.get("/readyz")
+                    .await
+                    .is_ok_and(|r| r.code() == 200)
+                    .then_some(())
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,21 +164,23 @@ mod with_docker {
         );
         cluster.reconnect("b").await.unwrap();
         let b = cluster.client("b").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let reply = tokio::time::timeout(Duration::from_secs(5), b.get(JOBS)).await;
-            let last = match reply {
-                Ok(Ok(reply)) if reply.code() == 200 => break,
-                Ok(Ok(reply)) => format!("{} {}", reply.code(), reply.raw_text()),
-                Ok(Err(err)) => err.to_string(),
-                Err(_) => "no answer within 5 s".to_owned(),
-            };
-            assert!(
-                Instant::now() < deadline,
-                "b serves from etcd again once reconnected; last: {last}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let last = std::cell::RefCell::new(String::new());
+        eventually(
+            "b to serve Jobs from etcd again once reconnected",
+            Duration::from_secs(15),
+            || async {
+                let reply = tokio::time::timeout(Duration::from_secs(5), b.get(JOBS)).await;
+                *last.borrow_mut() = match reply {
+                    Ok(Ok(reply)) if reply.code() == 200 => return Some(()),
+                    Ok(Ok(reply)) => format!("{} {}", reply.code(), reply.raw_text()),
+                    Ok(Err(err)) => err.to_string(),
+                    Err(_) => "no answer within 5 s".to_owned(),
+                };
+                None
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}; last: {}", last.borrow()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,21 +238,27 @@ mod with_docker {
                 .spawn()
                 .expect("the binary runs");
             let mut cluster = Self { child };
-            let deadline = std::time::Instant::now() + Duration::from_secs(180);
-            let manifest = loop {
-                if let Ok(text) = std::fs::read_to_string(dir.join("cluster.json"))
-                    && let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&text)
-                {
-                    break manifest;
-                }
+            let manifest = kube_mvp_testing::eventually_blocking(
+                "cluster.json to be written",
+                Duration::from_secs(180),
+                Duration::from_millis(200),
+                || {
+                    if let Ok(text) = std::fs::read_to_string(dir.join("cluster.json"))
+                        && let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&text)
+                    {
+                        return Some(manifest);
+                    }
+                    if let Some(status) = cluster.child.try_wait().expect("wait") {
+                        let out = std::fs::read_to_string(dir.join("cluster.out")).unwrap_or_default();
+                        panic!("cluster exited ({status}): {out}");
+                    }
+                    None
+                },
+            )
+            .unwrap_or_else(|e| {
                 let out = std::fs::read_to_string(dir.join("cluster.out")).unwrap_or_default();
-                assert!(
-                    cluster.child.try_wait().expect("wait").is_none(),
-                    "cluster exited: {out}"
-                );
-                assert!(std::time::Instant::now() < deadline, "no cluster.json: {out}");
-                std::thread::sleep(Duration::from_millis(200));
-            };
+                panic!("{e}: {out}")
+            });
             (cluster, manifest)
         }
 

@@ -523,12 +523,13 @@ async fn discovery_sync_fetches_peer_api_and_apis_as_system_apiserver() {
     };
     peers.set_identity_leases(&[lease("b"), lease("c")]);
     // c's address has no port: the sync fails for it (and is retried), b is fetched.
-    for _ in 0..200 {
-        if peers.has_synced() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    kube_mvp_testing::eventually(
+        "the peer discovery's first sync",
+        Duration::from_secs(2),
+        || async { peers.has_synced().then_some(()) },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     driver.abort();
     for (group, version, resource) in [("", "v1", "pods"), ("batch", "v1", "jobs")] {
         let gvr = GroupVersionResource::new(group, version, resource);

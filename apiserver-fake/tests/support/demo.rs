@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -38,18 +38,24 @@ impl Demo {
     /// Polls for `cluster.json` every 2 ms, as a tight shell loop would, and parses it at once.
     pub fn wait_for_manifest(&mut self, dir: &Path) -> Value {
         let path = dir.join("cluster.json");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                return serde_json::from_str(&text)
-                    .unwrap_or_else(|e| panic!("cluster.json is complete when it appears ({e}): {text}"));
-            }
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                panic!("the cluster exited before writing cluster.json: {status}");
-            }
-            assert!(Instant::now() < deadline, "cluster.json not written within 60 s");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let what = format!("{} to be written", path.display());
+        let text = kube_mvp_testing::eventually_blocking(
+            &what,
+            Duration::from_secs(60),
+            Duration::from_millis(2),
+            || {
+                let text = std::fs::read_to_string(&path).ok();
+                if text.is_none()
+                    && let Some(status) = self.child.try_wait().expect("wait")
+                {
+                    panic!("the cluster exited before writing cluster.json: {status}");
+                }
+                text
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("cluster.json is complete when it appears ({e}): {text}"))
     }
 }
 
