@@ -242,7 +242,10 @@ async fn list_from_cache_and_etcd(etcd: Arc<dyn Store>, cached: Arc<dyn Store>, 
         if page.items.len() == count {
             break;
         }
-        assert!(caught_up.elapsed() < Duration::from_secs(30), "the cache catches up");
+        assert!(
+            caught_up.elapsed() < Duration::from_secs(30),
+            "the cache catches up"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut any = Vec::new();
