@@ -117,6 +117,15 @@ mod with_etcd {
         revision(&list.json())
     }
 
+    /// Waits until the server has noticed that etcd is gone: its /readyz fails on the etcd check.
+    async fn etcd_seen_down(client: &TestClient) {
+        eventually("the server to see etcd down", Duration::from_secs(10), || async {
+            let ready = client.try_send(Method::GET, "/readyz", &[], None).await;
+            ready.is_ok_and(|r| r.status != StatusCode::OK).then_some(())
+        })
+        .await;
+    }
+
     /// What one client watch saw: names in the order of their ADDED events.
     #[derive(Default)]
     struct Seen {
@@ -265,12 +274,8 @@ mod with_etcd {
         })
         .await;
         drop(etcd);
-        // Down until the server has noticed: its /readyz fails on the etcd check.
-        eventually("the server to see etcd down", Duration::from_secs(10), || async {
-            let ready = client.try_send(Method::GET, "/readyz", &[], None).await;
-            ready.is_ok_and(|r| r.status != StatusCode::OK).then_some(())
-        })
-        .await;
+        // Down until the server has noticed.
+        etcd_seen_down(&client).await;
         let etcd = tokio::task::spawn_blocking({
             let dir = dir.path().to_owned();
             move || EtcdProcess::start(&dir.join("etcd"), Ipv4Addr::LOCALHOST, port, None, false)
@@ -498,11 +503,7 @@ mod with_etcd {
         .await;
 
         drop(etcd);
-        eventually("the server to see etcd down", Duration::from_secs(10), || async {
-            let ready = client.try_send(Method::GET, "/readyz", &[], None).await;
-            ready.is_ok_and(|r| r.status != StatusCode::OK).then_some(())
-        })
-        .await;
+        etcd_seen_down(&client).await;
         // The attempt is real: a consistent list needs etcd and fails now.
         let consistent = client.get(CONFIGMAPS).await;
         assert_ne!(consistent.status, StatusCode::OK, "{}", consistent.text());
