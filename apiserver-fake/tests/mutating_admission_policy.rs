@@ -324,3 +324,70 @@ fn only_servers_that_serve_the_api_run_mutating_policies() {
     assert_eq!(labels("via-a"), serde_json::json!({"mutated": "true"}));
     assert_eq!(labels("via-b"), Value::Null, "b runs no mutating policies");
 }
+
+/// A policy labelling ConfigMaps with the requesting user (`request.userInfo`) and their namespace's
+/// `env` (`namespaceObject`), bound only to namespaces labelled `env: prod` and, by its own
+/// `excludeResourceRules`, not to the one named `untouched`.
+const SCOPED: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: prod, labels: {env: prod}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: dev, labels: {env: dev}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: owner}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >
+        Object{metadata: Object.metadata{labels: {"created-by": request.userInfo.username,
+        "env": namespaceObject.metadata.labels["env"]}}}
+  reinvocationPolicy: Never
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: owner-prod}
+spec:
+  policyName: owner
+  matchResources:
+    namespaceSelector: {matchLabels: {env: prod}}
+    excludeResourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps], resourceNames: [untouched]}
+"#;
+
+#[test]
+fn binding_match_resources_scope_a_mutating_policy() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, SCOPED).expect("policies");
+    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
+    assert!(applied, "{err}");
+    let labels = |namespace: &str, name: &str| {
+        let (created, _, err) = kubectl(&a, &["create", "configmap", name, "-n", namespace]);
+        assert!(created, "{err}");
+        json_of(&a, &["get", "configmap", name, "-n", namespace, "-o", "json"])["metadata"]["labels"].clone()
+    };
+    assert_eq!(
+        labels("prod", "settings"),
+        serde_json::json!({"created-by": "admin", "env": "prod"})
+    );
+    assert_eq!(labels("dev", "settings"), Value::Null, "dev is not selected");
+    assert_eq!(
+        labels("prod", "untouched"),
+        Value::Null,
+        "excluded by the binding"
+    );
+}

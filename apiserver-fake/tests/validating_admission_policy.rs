@@ -402,3 +402,94 @@ fn only_servers_that_serve_the_api_run_validating_policies() {
         "{err}"
     );
 }
+
+/// A policy refusing ConfigMaps (but `kube-root-ca.crt`, excluded by name, and those excluded by the
+/// binding's own `excludeResourceRules`) whose binding's `matchResources` selects only namespaces
+/// labelled `env: prod`; its message names the namespace (`namespaceObject`) and the user
+/// (`request.userInfo`).
+const SCOPED: &str = "apiVersion: v1
+kind: Namespace
+metadata: {name: prod, labels: {env: prod}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: dev, labels: {env: dev}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: frozen-configmaps}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+    excludeResourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps], resourceNames: [kube-root-ca.crt]}
+  validations:
+  - expression: \"false\"
+    messageExpression: \"'no new ConfigMaps in ' + namespaceObject.metadata.name + ' (asked by ' + request.userInfo.username + ')'\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: frozen-configmaps-prod}
+spec:
+  policyName: frozen-configmaps
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {env: prod}}
+    excludeResourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps], resourceNames: [hotfix]}
+";
+
+#[test]
+fn binding_match_resources_scope_a_policy_with_kubectl() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, SCOPED).expect("policies");
+    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
+    assert!(applied, "{err}");
+    let mut transcript = Vec::new();
+    let mut create = |namespace: &str, name: &str, admitted: bool| {
+        let args = ["create", "configmap", name, "-n", namespace, "--from-literal=a=b"];
+        let (created, out, err) = kubectl(&a, &args);
+        assert_eq!(created, admitted, "{args:?}: {err}");
+        transcript.push(format!("$ kubectl {}\n{out}{err}", args.join(" ")));
+    };
+
+    // The binding selects prod: refused there, with the message's namespace and user.
+    create("prod", "settings", false);
+    // dev is not selected: the same create is admitted (its policy alone would match it).
+    create("dev", "settings", true);
+    // Excluded by the binding's excludeResourceRules, and by the policy's.
+    create("prod", "hotfix", true);
+    create("prod", "kube-root-ca.crt", true);
+    // The namespace's labels are read at each request: dev, once labelled prod, is selected.
+    kubectl_ok(&a, &["label", "namespace", "dev", "env=prod", "--overwrite"]);
+    create("dev", "other", false);
+    insta::assert_snapshot!("admission_policy_binding_match_resources", transcript.join("\n"));
+
+    // What was admitted was stored, and nothing else.
+    let get = |namespace: &str, name: &str| {
+        kubectl(
+            &a,
+            &[
+                "get",
+                "configmap",
+                name,
+                "-n",
+                namespace,
+                "-o",
+                "jsonpath={.data.a}",
+            ],
+        )
+    };
+    assert_eq!(get("dev", "settings"), (true, "b".to_owned(), String::new()));
+    assert_eq!(get("prod", "hotfix"), (true, "b".to_owned(), String::new()));
+    assert!(!get("prod", "settings").0, "the refused create wrote nothing");
+    assert!(!get("dev", "other").0, "the refused create wrote nothing");
+}

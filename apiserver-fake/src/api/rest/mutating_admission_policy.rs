@@ -7,8 +7,8 @@
 //! follows the `MutatingAdmissionPolicy` feature gate, whose API the server then serves: GA and on by
 //! default from 1.36, beta from 1.34 and alpha from 1.32 when the gate and `--runtime-config` turn it on),
 //! on creates and updates (upstream's handler skips `DELETE`, there is no object to mutate). Every
-//! `MutatingAdmissionPolicyBinding` whose policy's `matchConstraints.resourceRules` match the request is
-//! invoked, in policy then binding name order: its `matchConditions` (a false one skips it), then its
+//! `MutatingAdmissionPolicyBinding` whose policy's `matchConstraints` and whose own `matchResources` (when
+//! it has them) match the request ([`super::validating_admission_policy::matching`]) is invoked, in policy then binding name order: its `matchConditions` (a false one skips it), then its
 //! `mutations` in order, each seeing the object the ones before it produced, with `variables` (each seeing
 //! those before it):
 //!
@@ -25,8 +25,7 @@
 //!
 //! Parameters are the bindings' `paramRef`s, as for validating policies ([`super::policy_params`]).
 //!
-//! Not done: `namespaceObject` (`null`), the binding's own
-//! `matchResources`, namespace and object selectors, `excludeResourceRules`, `authorizer`; the
+//! Not done: `authorizer`; the
 //! `Object…` types are not type-checked against the kind's schema (a misspelt field is merged as is,
 //! where upstream's checker refuses it when the policy is created); scale subresource writes.
 
@@ -37,7 +36,9 @@ use serde_json::Value;
 use super::RestRequest;
 use super::admission::match_conditions::{self, MatchCondition, MatchResult};
 use super::admission::{self, Admitted, Attributes, Operation};
-use super::validating_admission_policy::{VARIABLES, composited_variables, request_of, rule_matches};
+use super::policy_params::ParamError;
+use super::validating_admission_policy::matching;
+use super::validating_admission_policy::{VARIABLES, composited_variables};
 use crate::api::status::{Status, StatusCause, StatusReason};
 use crate::cel;
 use crate::store::{ObjectKey, StorageResource};
@@ -63,6 +64,8 @@ struct Invocation {
     ignore_errors: bool,
     /// The binding's parameter (`null` without `paramKind`/`paramRef`).
     param: Value,
+    /// The version the policy's rules matched the request in.
+    version: String,
 }
 
 /// An error of one invocation under `failurePolicy: Fail` (upstream's `PolicyError`, as its text).
@@ -77,20 +80,29 @@ struct PolicyError {
 /// policies' API. Parameters that cannot be collected are errors under `failurePolicy: Fail`.
 async fn invocations(
     req: &RestRequest<'_>,
-    operation: &str,
+    attributes: &Attributes,
     errors: &mut Vec<PolicyError>,
-) -> Vec<Invocation> {
+) -> (Vec<Invocation>, Value) {
     if req
         .ctx
         .catalog
         .versions_of(GROUP, "mutatingadmissionpolicies")
         .is_empty()
     {
-        return Vec::new();
+        return (Vec::new(), Value::Null);
     }
     let Ok((mut all_bindings, _)) = req.ctx.store.list(&bindings(), None).await else {
-        return Vec::new();
+        return (Vec::new(), Value::Null);
     };
+    if all_bindings.is_empty() {
+        return (Vec::new(), Value::Null);
+    }
+    let namespace = matching::namespace_of(req, attributes).await;
+    let namespace = namespace.as_ref();
+    let equivalents = req
+        .ctx
+        .catalog
+        .versions_of(&req.resource.group, &req.resource.resource);
     let text = |value: &Value, pointer: &str| {
         value
             .pointer(pointer)
@@ -110,25 +122,45 @@ async fn invocations(
         else {
             continue;
         };
-        let rules = policy
-            .pointer("/spec/matchConstraints/resourceRules")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
-        if !rules.iter().any(|rule| rule_matches(rule, req, operation)) {
-            continue;
-        }
         let ignore_errors = text(&policy, "/spec/failurePolicy") == "Ignore";
         let binding_name = text(binding, "/metadata/name");
+        let mut configuration_error = |error: ParamError| {
+            let message = error.message(&policy_name, &binding_name);
+            if !ignore_errors && !errors.iter().any(|e| e.message == message) {
+                errors.push(PolicyError {
+                    message,
+                    invalid: false,
+                });
+            }
+        };
+        let version = match matching::policy_constraints(&policy)
+            .and_then(|constraints| constraints.matches(attributes, namespace, &equivalents))
+        {
+            Ok(Some(version)) => version,
+            Ok(None) => continue,
+            Err(error) => {
+                configuration_error(ParamError::Policy(error));
+                continue;
+            }
+        };
+        match matching::binding_resources(binding).and_then(|resources| {
+            resources.map_or(Ok(true), |resources| {
+                resources
+                    .matches(attributes, namespace, &equivalents)
+                    .map(|matched| matched.is_some())
+            })
+        }) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(error) => {
+                configuration_error(ParamError::Binding(error));
+                continue;
+            }
+        }
         let params = match super::policy_params::collect(req, &policy, binding).await {
             Ok(params) => params,
             Err(error) => {
-                let message = error.message(&policy_name, &binding_name);
-                if !ignore_errors && !errors.iter().any(|e| e.message == message) {
-                    errors.push(PolicyError {
-                        message,
-                        invalid: false,
-                    });
-                }
+                configuration_error(error);
                 continue;
             }
         };
@@ -140,10 +172,11 @@ async fn invocations(
                 policy_name: policy_name.clone(),
                 policy: policy.clone(),
                 param,
+                version: version.clone(),
             });
         }
     }
-    found
+    (found, matching::namespace_object(namespace))
 }
 
 /// What the policies' phase remembers between the first pass and the reinvocation (upstream's
@@ -167,25 +200,35 @@ impl Reinvocation {
 /// The mutating phase of admission for a create or update (see the module docs): the object in
 /// `attributes` is mutated by the policies and webhooks; the webhooks' warnings are returned.
 pub(crate) async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Result<Admitted, Status> {
-    let operation = match attributes.operation {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => return admission::mutate(req, attributes).await,
-    };
+    if attributes.operation == Operation::Delete {
+        return admission::mutate(req, attributes).await;
+    }
     let mut errors = Vec::new();
-    let found = invocations(req, operation, &mut errors).await;
+    let (found, namespace_object) = invocations(req, attributes, &mut errors).await;
+    let namespace_object = cel::value::to_cel(&namespace_object);
     if found.is_empty() && errors.is_empty() {
         return admission::mutate(req, attributes).await;
     }
     let mut state = Reinvocation::default();
-    run_policies(req, attributes, &found, &mut state, None, &mut errors);
+    let policies = Policies {
+        found: &found,
+        namespace_object: &namespace_object,
+    };
+    run_policies(req, attributes, &policies, &mut state, None, &mut errors);
     let admitted = admission::mutate(req, attributes).await?;
     if attributes.object.as_ref() != state.last_output.as_ref() {
         state.require_reinvoking_previously_invoked();
     }
     if !state.reinvoke.is_empty() {
         let reinvoke = std::mem::take(&mut state.reinvoke);
-        run_policies(req, attributes, &found, &mut state, Some(&reinvoke), &mut errors);
+        run_policies(
+            req,
+            attributes,
+            &policies,
+            &mut state,
+            Some(&reinvoke),
+            &mut errors,
+        );
     }
     match refusal(req, attributes, &errors) {
         Some(status) => Err(status),
@@ -193,20 +236,23 @@ pub(crate) async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -
     }
 }
 
+/// The invocations of a request's mutating phase and what they share.
+struct Policies<'a> {
+    found: &'a [Invocation],
+    /// The `namespaceObject` variable.
+    namespace_object: &'a ::cel::Value,
+}
+
 /// One pass over the invocations (`only`: the reinvocation's subset), mutating `attributes.object`.
 fn run_policies(
     req: &RestRequest<'_>,
     attributes: &mut Attributes,
-    found: &[Invocation],
+    policies: &Policies<'_>,
     state: &mut Reinvocation,
     only: Option<&BTreeSet<usize>>,
     errors: &mut Vec<PolicyError>,
 ) {
-    let operation = match attributes.operation {
-        Operation::Create => "CREATE",
-        _ => "UPDATE",
-    };
-    for (index, invocation) in found.iter().enumerate() {
+    for (index, invocation) in policies.found.iter().enumerate() {
         if only.is_some_and(|only| !only.contains(&index)) {
             continue;
         }
@@ -226,21 +272,25 @@ fn run_policies(
         };
         let before = object.clone();
         let mut current = object;
+        let version = &invocation.version;
         let bound = |current: &Value| {
             let mut variables = vec![
-                ("object", cel::value::to_cel(&req.present(current.clone()))),
+                (
+                    "object",
+                    cel::value::to_cel(&matching::presented(req, attributes, current, version)),
+                ),
                 (
                     "oldObject",
                     attributes.old_object.as_ref().map_or(::cel::Value::Null, |o| {
-                        cel::value::to_cel(&req.present(o.clone()))
+                        cel::value::to_cel(&matching::presented(req, attributes, o, version))
                     }),
                 ),
                 (
                     "request",
-                    cel::value::to_cel(&request_of(req, &attributes.name, operation)),
+                    cel::value::to_cel(&matching::request_variable(attributes, version)),
                 ),
                 ("params", cel::value::to_cel(&invocation.param)),
-                ("namespaceObject", ::cel::Value::Null),
+                ("namespaceObject", policies.namespace_object.clone()),
             ];
             let composited = composited_variables(&invocation.policy, &variables);
             variables.push(("variables", composited));

@@ -1,8 +1,9 @@
 //! `ValidatingAdmissionPolicy` admission (upstream `k8s.io/apiserver/pkg/admission/plugin/policy/validating`,
 //! whose texts this copies): before a create or update is written, every
-//! `ValidatingAdmissionPolicyBinding` whose policy's `matchConstraints.resourceRules` match the request
-//! has its policy's `validations` evaluated with [`crate::cel`] (`object`, `oldObject`, `request`,
-//! `params`; `namespaceObject` is `null`).
+//! `ValidatingAdmissionPolicyBinding` whose policy's `matchConstraints` and whose own `matchResources`
+//! (when it has them) match the request ([`matching`]: rules, `excludeResourceRules`, namespace and
+//! object selectors, `matchPolicy`) has its policy's `validations` evaluated with [`crate::cel`]
+//! (`object`, `oldObject`, `request` with `userInfo`, `params`, `namespaceObject`).
 //!
 //! A validation that is not `true` is acted on as the binding's `validationActions` say: `Deny` refuses
 //! the request with `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b'
@@ -29,17 +30,18 @@
 //! A binding's `paramRef` gives the `params` of one evaluation per parameter ([`super::policy_params`]);
 //! `auditAnnotations` are added to the request's audit event as `<policy>/<key>`.
 //!
-//! Not done: namespace and
-//! object selectors, `excludeResourceRules`, the binding's own `matchResources` (a binding applies
-//! wherever its policy matches), `request.userInfo`, and the status's type checking.
+//! Not done: `authorizer`, policies on `DELETE` and `CONNECT`, and the status's type checking.
 
 use serde_json::{Value, json};
 
 use super::RestRequest;
 use super::admission::match_conditions::{self, MatchCondition, MatchResult};
+use super::policy_params::ParamError;
 use crate::api::status::{Status, StatusCause, StatusReason};
 use crate::cel;
 use crate::store::StorageResource;
+
+pub(crate) mod matching;
 
 /// The variables of a policy's expressions.
 pub(super) const VARIABLES: &[&str] = &[
@@ -68,38 +70,6 @@ pub(super) fn strings(value: &Value) -> Vec<&str> {
         .as_array()
         .map(|items| items.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default()
-}
-
-fn listed(list: &[&str], wanted: &str) -> bool {
-    list.iter().any(|item| *item == "*" || *item == wanted)
-}
-
-/// Whether a `resourceRules` entry matches the request (`*` everywhere; `resources` may name
-/// `resource/subresource`, `*/*` and `resource/*`).
-pub(super) fn rule_matches(rule: &Value, req: &RestRequest<'_>, operation: &str) -> bool {
-    let resource = &req.resource;
-    let full = if req.info.subresource.is_empty() {
-        resource.resource.clone()
-    } else {
-        format!("{}/{}", resource.resource, req.info.subresource)
-    };
-    let resources = strings(&rule["resources"]);
-    let resource_matches = resources.iter().any(|r| {
-        *r == "*/*"
-            || *r == full
-            || (*r == "*" && req.info.subresource.is_empty())
-            || r.strip_suffix("/*") == Some(resource.resource.as_str()) && !req.info.subresource.is_empty()
-    });
-    let scope_matches = match rule["scope"].as_str() {
-        Some("Namespaced") => resource.namespaced,
-        Some("Cluster") => !resource.namespaced,
-        _ => true,
-    };
-    listed(&strings(&rule["apiGroups"]), &resource.group)
-        && listed(&strings(&rule["apiVersions"]), &resource.version)
-        && listed(&strings(&rule["operations"]), operation)
-        && resource_matches
-        && scope_matches
 }
 
 /// Upstream `reasonToCode`.
@@ -202,19 +172,6 @@ pub(super) fn composited_variables(policy: &Value, bound: &[(&str, ::cel::Value)
         }
     }
     ::cel::Value::from(values)
-}
-
-/// The `request` variable of a policy's expressions (the `AdmissionRequest` fields the fake has).
-pub(super) fn request_of(req: &RestRequest<'_>, name: &str, operation: &str) -> Value {
-    json!({
-        "kind": {"group": req.resource.group, "version": req.resource.version, "kind": req.resource.kind},
-        "resource": {"group": req.resource.group, "version": req.resource.version, "resource": req.resource.resource},
-        "subResource": req.info.subresource,
-        "name": name,
-        "namespace": req.namespace.clone().unwrap_or_default(),
-        "operation": operation,
-        "dryRun": req.query.dry_run().unwrap_or(false),
-    })
 }
 
 /// One evaluation of a policy for a binding and one of its params.
@@ -394,25 +351,38 @@ pub(crate) async fn admit(
     if all_bindings.is_empty() {
         return Ok(Vec::new());
     }
-    let operation = if old.is_some() { "UPDATE" } else { "CREATE" };
     let name = object
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or(&req.info.name)
         .to_owned();
-    let request = request_of(req, &name, operation);
-    let presented = req.present(object.clone());
-    let variables = [
-        ("object", cel::value::to_cel(&presented)),
-        (
-            "oldObject",
-            old.map_or(::cel::Value::Null, |o| {
-                cel::value::to_cel(&req.present(o.clone()))
-            }),
-        ),
-        ("request", cel::value::to_cel(&request)),
-        ("namespaceObject", ::cel::Value::Null),
-    ];
+    let attributes = matching::attributes_of(req, object, old);
+    let namespace = matching::namespace_of(req, &attributes).await;
+    let equivalents = req
+        .ctx
+        .catalog
+        .versions_of(&req.resource.group, &req.resource.resource);
+    let namespace_object = cel::value::to_cel(&matching::namespace_object(namespace.as_ref()));
+    // The variables of a policy matched in a version (upstream converts the objects to it).
+    let variables_in = |version: &str| {
+        vec![
+            (
+                "object",
+                cel::value::to_cel(&matching::presented(req, &attributes, object, version)),
+            ),
+            (
+                "oldObject",
+                old.map_or(::cel::Value::Null, |o| {
+                    cel::value::to_cel(&matching::presented(req, &attributes, o, version))
+                }),
+            ),
+            (
+                "request",
+                cel::value::to_cel(&matching::request_variable(&attributes, version)),
+            ),
+            ("namespaceObject", namespace_object.clone()),
+        ]
+    };
     let mut findings = Findings::default();
     let mut configuration_errors: Vec<String> = Vec::new();
     let mut outcome = Ok(());
@@ -432,13 +402,12 @@ pub(crate) async fn admit(
         else {
             continue;
         };
-        let rules = policy
-            .pointer("/spec/matchConstraints/resourceRules")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
-        if !rules.iter().any(|rule| rule_matches(rule, req, operation)) {
+        // Upstream's validating dispatcher skips a policy whose constraints cannot be matched.
+        let Ok(Some(version)) = matching::policy_constraints(&policy)
+            .and_then(|constraints| constraints.matches(&attributes, namespace.as_ref(), &equivalents))
+        else {
             continue;
-        }
+        };
         let evaluation = Evaluation {
             policy: &policy,
             policy_name,
@@ -446,6 +415,24 @@ pub(crate) async fn admit(
             actions: strings(binding.pointer("/spec/validationActions").unwrap_or(&Value::Null)),
             fail: policy.pointer("/spec/failurePolicy").and_then(Value::as_str) != Some("Ignore"),
         };
+        match matching::binding_resources(binding).and_then(|resources| {
+            resources.map_or(Ok(true), |resources| {
+                resources
+                    .matches(&attributes, namespace.as_ref(), &equivalents)
+                    .map(|matched| matched.is_some())
+            })
+        }) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(error) => {
+                let message = ParamError::Binding(error).message(policy_name, binding_name);
+                if evaluation.fail && !configuration_errors.contains(&message) {
+                    configuration_errors.push(message);
+                }
+                continue;
+            }
+        }
+        let variables = variables_in(&version);
         let params = match super::policy_params::collect(req, &policy, binding).await {
             Ok(params) => params,
             Err(error) => {

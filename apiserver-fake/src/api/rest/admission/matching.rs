@@ -148,7 +148,7 @@ struct WireWebhook {
 }
 
 /// A label selector field: absent means every object (the API defaults it to `{}`).
-fn selector(value: Option<&Value>) -> Result<LabelSelector, String> {
+pub(crate) fn selector(value: Option<&Value>) -> Result<LabelSelector, String> {
     match value {
         None | Some(Value::Null) => Ok(LabelSelector::default()),
         Some(value) => LabelSelector::from_label_selector(value),
@@ -209,8 +209,9 @@ pub struct Invocation {
     pub version: String,
 }
 
-/// `rules.Matcher.Matches` for a request on `version`.
-fn rule_matches(rule: &Rule, attributes: &Attributes, version: &str) -> bool {
+/// `rules.Matcher.Matches` for a request on `version` (also the admission policies' rules,
+/// [`crate::api::rest::validating_admission_policy::matching`]).
+pub(crate) fn rule_matches(rule: &Rule, attributes: &Attributes, version: &str) -> bool {
     let any = |list: &[String], value: &str| list.iter().any(|item| item == "*" || item == value);
     let operation = attributes.operation.as_str();
     let resource = || {
@@ -234,34 +235,36 @@ fn rule_matches(rule: &Rule, attributes: &Attributes, version: &str) -> bool {
 
 /// `objectMatcher.MatchObjectSelector`: the new or the old object's labels match. An empty selector
 /// matches everything, even a request without objects.
-fn object_selected(webhook: &Webhook, attributes: &Attributes) -> bool {
-    if webhook.object_selector.is_empty() {
+pub(crate) fn object_selected(selector: &LabelSelector, attributes: &Attributes) -> bool {
+    if selector.is_empty() {
         return true;
     }
     [&attributes.object, &attributes.old_object]
         .into_iter()
         .flatten()
-        .any(|object| webhook.object_selector.matches(object))
+        .any(|object| selector.matches(object))
 }
 
 /// `namespace.Matcher.MatchNamespaceSelector`: cluster-scoped requests (other than on namespaces) are
 /// never exempted; a namespace's own labels are those of the object (old object on delete).
 /// `namespace` is the request namespace's object (`None` when it is not found).
-fn namespace_selected(webhook: &Webhook, attributes: &Attributes, namespace: Option<&Value>) -> bool {
-    if webhook.namespace_selector.is_empty() {
+pub(crate) fn namespace_selected(
+    selector: &LabelSelector,
+    attributes: &Attributes,
+    namespace: Option<&Value>,
+) -> bool {
+    if selector.is_empty() {
         return true;
     }
     let is_namespace = attributes.group.is_empty() && attributes.resource == "namespaces";
     if is_namespace {
         let own = attributes.object.as_ref().or(attributes.old_object.as_ref());
-        return own.is_some_and(|object| webhook.namespace_selector.matches(object));
+        return own.is_some_and(|object| selector.matches(object));
     }
     if attributes.namespace.is_empty() {
         return true;
     }
-    webhook
-        .namespace_selector
-        .matches(namespace.unwrap_or(&Value::Null))
+    selector.matches(namespace.unwrap_or(&Value::Null))
 }
 
 /// Whether `webhook` needs the request namespace's labels (so the caller fetches them once).
@@ -277,7 +280,9 @@ pub(crate) fn should_call(
     namespace: Option<&Value>,
     equivalents: &[String],
 ) -> Option<Invocation> {
-    if !namespace_selected(webhook, attributes, namespace) || !object_selected(webhook, attributes) {
+    if !namespace_selected(&webhook.namespace_selector, attributes, namespace)
+        || !object_selected(&webhook.object_selector, attributes)
+    {
         return None;
     }
     if webhook
