@@ -363,26 +363,6 @@ pub(crate) async fn admit(
         .catalog
         .versions_of(&req.resource.group, &req.resource.resource);
     let namespace_object = cel::value::to_cel(&matching::namespace_object(namespace.as_ref()));
-    // The variables of a policy matched in a version (upstream converts the objects to it).
-    let variables_in = |version: &str| {
-        vec![
-            (
-                "object",
-                cel::value::to_cel(&matching::presented(req, &attributes, object, version)),
-            ),
-            (
-                "oldObject",
-                old.map_or(::cel::Value::Null, |o| {
-                    cel::value::to_cel(&matching::presented(req, &attributes, o, version))
-                }),
-            ),
-            (
-                "request",
-                cel::value::to_cel(&matching::request_variable(&attributes, version)),
-            ),
-            ("namespaceObject", namespace_object.clone()),
-        ]
-    };
     let mut findings = Findings::default();
     let mut configuration_errors: Vec<String> = Vec::new();
     let mut outcome = Ok(());
@@ -415,31 +395,21 @@ pub(crate) async fn admit(
             actions: strings(binding.pointer("/spec/validationActions").unwrap_or(&Value::Null)),
             fail: policy.pointer("/spec/failurePolicy").and_then(Value::as_str) != Some("Ignore"),
         };
-        match matching::binding_resources(binding).and_then(|resources| {
-            resources.map_or(Ok(true), |resources| {
-                resources
-                    .matches(&attributes, namespace.as_ref(), &equivalents)
-                    .map(|matched| matched.is_some())
-            })
-        }) {
+        match binding_applies(binding, &attributes, namespace.as_ref(), &equivalents) {
             Ok(true) => {}
             Ok(false) => continue,
             Err(error) => {
                 let message = ParamError::Binding(error).message(policy_name, binding_name);
-                if evaluation.fail && !configuration_errors.contains(&message) {
-                    configuration_errors.push(message);
-                }
+                note_configuration_error(&mut configuration_errors, &evaluation, message);
                 continue;
             }
         }
-        let variables = variables_in(&version);
+        let variables = policy_variables(req, &attributes, object, old, &namespace_object, &version);
         let params = match super::policy_params::collect(req, &policy, binding).await {
             Ok(params) => params,
             Err(error) => {
                 let message = error.message(policy_name, binding_name);
-                if evaluation.fail && !configuration_errors.contains(&message) {
-                    configuration_errors.push(message);
-                }
+                note_configuration_error(&mut configuration_errors, &evaluation, message);
                 continue;
             }
         };
@@ -461,6 +431,50 @@ pub(crate) async fn admit(
         return Err(status);
     }
     Ok(findings.warnings)
+}
+
+/// Whether `binding` applies to the request: its own `matchResources`, when it has them, match too
+/// (upstream's `PolicyMatcher.BindingMatches`); `Err` when they cannot be used.
+fn binding_applies(
+    binding: &Value,
+    attributes: &super::admission::Attributes,
+    namespace: Option<&Value>,
+    equivalents: &[String],
+) -> Result<bool, String> {
+    match matching::binding_resources(binding)? {
+        None => Ok(true),
+        Some(resources) => resources
+            .matches(attributes, namespace, equivalents)
+            .map(|matched| matched.is_some()),
+    }
+}
+
+/// Keeps a binding's configuration error for the refusal, once, when its policy fails closed.
+fn note_configuration_error(errors: &mut Vec<String>, evaluation: &Evaluation<'_>, message: String) {
+    if evaluation.fail && !errors.contains(&message) {
+        errors.push(message);
+    }
+}
+
+/// The CEL variables of a policy matched in `version` (upstream converts the objects to it).
+fn policy_variables(
+    req: &RestRequest<'_>,
+    attributes: &super::admission::Attributes,
+    object: &Value,
+    old: Option<&Value>,
+    namespace_object: &::cel::Value,
+    version: &str,
+) -> Vec<(&'static str, ::cel::Value)> {
+    let presented = |o: &Value| cel::value::to_cel(&matching::presented(req, attributes, o, version));
+    vec![
+        ("object", presented(object)),
+        ("oldObject", old.map_or(::cel::Value::Null, presented)),
+        (
+            "request",
+            cel::value::to_cel(&matching::request_variable(attributes, version)),
+        ),
+        ("namespaceObject", namespace_object.clone()),
+    ]
 }
 
 /// Adds the policies' audit annotations to the request's audit event (several values of one key
