@@ -58,6 +58,7 @@ try:
     r = pool.request("GET", base)
     assert r.status == 200 and len(json.loads(r.data)["items"]) == count
     del r
+    print("after a list", rss(pid))
     r = pool.request("GET", base + "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
                      preload_content=False)
     added = 0
@@ -79,6 +80,8 @@ try:
     print("after a list and a watch list", rss(pid), "watch list added", added)
     time.sleep(3)
     print("3 s later", rss(pid))
+    time.sleep(12)
+    print("15 s later", rss(pid))
 finally:
     cluster.terminate()
     cluster.wait(timeout=30)

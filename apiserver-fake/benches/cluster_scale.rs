@@ -7,8 +7,9 @@
 //!
 //! Then, with 10,000 ConfigMaps of 1 kB created through the first server: every server's RSS once the
 //! first has served a full list and a new **watch list** of them (`sendInitialEvents=true`, read until
-//! the `k8s.io/initial-events-end` bookmark, as client-go's WatchListClient reads it), the watch list's
-//! time, and beside it the reference of the same run, a plain list of the same objects.
+//! the `k8s.io/initial-events-end` bookmark, as client-go's WatchListClient reads it), and again once
+//! it has settled (the server at rest holding the objects), the watch list's time, and beside it the
+//! reference of the same run, a plain list of the same objects.
 //!
 //! Run with: `cargo bench -p apiserver-fake --features etcd --bench cluster_scale` (`-- --quick` rests
 //! 10 s instead of 60 s and creates 1,000 objects).
@@ -84,6 +85,8 @@ struct Figures {
 struct Loaded {
     objects: usize,
     rss: Vec<f64>,
+    /// Every server's RSS once it has settled after the lists (see [`settled_rss`]).
+    rss_at_rest: Vec<f64>,
     list: Duration,
     watch_list: Duration,
 }
@@ -191,9 +194,11 @@ fn measure(runtime: &tokio::runtime::Runtime, n: usize, rest: Duration, objects:
             assert_eq!(items, objects, "the list holds every object");
             let (watch_list, added) = watch_list(&client).await;
             assert_eq!(added, objects, "the watch list delivers every object");
+            let rss = all_rss();
             Loaded {
                 objects,
-                rss: all_rss(),
+                rss,
+                rss_at_rest: settled_rss(&all_rss),
                 list,
                 watch_list,
             }
@@ -207,6 +212,25 @@ fn measure(runtime: &tokio::runtime::Runtime, n: usize, rest: Duration, objects:
         fetches_per_minute: (after - before) * 60.0 / rest.as_secs_f64(),
         loaded,
     }
+}
+
+/// Every server's RSS at rest after a burst: what the lists' buffers leave behind once the allocator
+/// has handed back what they freed (jemalloc returns dirty pages over ~10 s). Read each second until
+/// no server's RSS has fallen for three readings in a row, or for 30 s at most.
+fn settled_rss(all_rss: &dyn Fn() -> Vec<f64>) -> Vec<f64> {
+    let mut last = all_rss();
+    let mut steady = 0;
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = all_rss();
+        let fell = now.iter().zip(&last).any(|(now, before)| *now < before - 0.5);
+        steady = if fell { 0 } else { steady + 1 };
+        last = now;
+        if steady == 3 {
+            break;
+        }
+    }
+    last
 }
 
 /// `(min, max)` of `values`.
@@ -245,13 +269,14 @@ fn main() {
     }
     println!();
     println!(
-        "| cluster on etcd, processes | objects (ConfigMaps of 1 kB) | RSS per server after a list and a watch list through the first (min / max) | new watch list until initial-events-end | reference: plain list |"
+        "| cluster on etcd, processes | objects (ConfigMaps of 1 kB) | RSS per server just after a list and a watch list through the first (min / max) | then at rest (min / max) | new watch list until initial-events-end | reference: plain list |"
     );
-    println!("|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|");
     for (n, l) in loaded {
         let (min, max) = min_max(&l.rss);
+        let (rest_min, rest_max) = min_max(&l.rss_at_rest);
         println!(
-            "| {n} server{} | {} | {min:.1} / {max:.1} MiB | {:.2} s | {:.2} s |",
+            "| {n} server{} | {} | {min:.1} / {max:.1} MiB | {rest_min:.1} / {rest_max:.1} MiB | {:.2} s | {:.2} s |",
             if n == 1 { " (reference)" } else { "s" },
             l.objects,
             l.watch_list.as_secs_f64(),

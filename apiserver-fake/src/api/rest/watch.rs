@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 use tokio::time::{Instant, Interval, Sleep};
 
 use super::RestRequest;
+use super::chunked_list::RANGE;
 use super::negotiation::{Encoding, OutputFormat, Transform};
 use super::read::Selection;
 use super::table::{IncludeObject, TableConvertor, partial_object_metadata, table_for_object};
@@ -169,30 +170,83 @@ fn watch_timeout(req: &RestRequest<'_>) -> Result<Duration, Status> {
     }
 }
 
-/// The objects a watch-list starts with: the current state, which for `resourceVersion=N`
-/// (`resourceVersionMatch=NotOlderThan`, client-go's reflector re-listing from its last version) must be
-/// at N or later. The state is read again until it is, for [`super::freshness::FRESHNESS_WAIT`].
-async fn initial_state(
+/// Queues the encoded `ADDED` events a watch-list starts with and returns the revision they are the
+/// state at: the current state, which for `resourceVersion=N` (`resourceVersionMatch=NotOlderThan`,
+/// client-go's reflector re-listing from its last version) must be at N or later. The state is read
+/// again until it is, for [`super::freshness::FRESHNESS_WAIT`].
+///
+/// A store that reads at a revision (etcd, behind the watch cache or not) is read in ranges of
+/// [`RANGE`] keys at the first range's revision, as a full list is (`chunked_list`): only one range is
+/// held as JSON trees at a time, so a watch-list of 10,000 objects costs about its encoded events, not
+/// a tree per object until the last is encoded.
+async fn initial_events(
     store: &dyn crate::store::Store,
     storage: &crate::store::StorageResource,
     namespace: Option<&str>,
     not_older_than: Option<u64>,
-) -> Result<(Vec<Value>, u64), StoreError> {
-    let deadline = Instant::now() + super::freshness::FRESHNESS_WAIT;
-    loop {
-        let (items, revision) = store.list(storage, namespace).await?;
-        match not_older_than {
-            Some(requested) if revision < requested => {
-                if Instant::now() >= deadline {
-                    return Err(StoreError::TooLargeResourceVersion {
-                        requested,
-                        current: revision,
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            _ => return Ok((items, revision)),
+    watcher: &Watcher,
+    pending: &mut VecDeque<Bytes>,
+) -> Result<u64, StoreError> {
+    let mut queue = |object: Value| {
+        if watcher.selection.matches(&object) {
+            pending.push_back(watcher.encode(WatchEventType::Added, object));
         }
+    };
+    let deadline = Instant::now() + super::freshness::FRESHNESS_WAIT;
+    if !store.reads_at_revision() {
+        let (items, revision) = loop {
+            let (items, revision) = store.list(storage, namespace).await?;
+            if fresh_enough(revision, not_older_than, deadline).await? {
+                break (items, revision);
+            }
+        };
+        items.into_iter().for_each(queue);
+        return Ok(revision);
+    }
+    let mut page = loop {
+        let page = store.list_range(storage, namespace, None, RANGE, None).await?;
+        if fresh_enough(page.revision, not_older_than, deadline).await? {
+            break page;
+        }
+    };
+    let revision = page.revision;
+    loop {
+        let more = page.more && !page.items.is_empty();
+        let next = page.items.last().map(|(key, _)| format!("{key}\u{0}"));
+        page.items.into_iter().for_each(|(_, object)| queue(object));
+        match (more, next) {
+            (true, Some(start)) => {
+                // Let other requests run between reads.
+                tokio::task::yield_now().await;
+                page = store
+                    .list_range(storage, namespace, Some(&start), RANGE, Some(revision))
+                    .await?;
+            }
+            _ => return Ok(revision),
+        }
+    }
+}
+
+/// Whether a state read at `revision` will do for a watch-list that must start at `not_older_than` or
+/// later; when it will not, waits a little before the caller reads again, or fails with upstream's
+/// `Too large resource version` once `deadline` has passed.
+async fn fresh_enough(
+    revision: u64,
+    not_older_than: Option<u64>,
+    deadline: Instant,
+) -> Result<bool, StoreError> {
+    match not_older_than {
+        Some(requested) if revision < requested => {
+            if Instant::now() >= deadline {
+                return Err(StoreError::TooLargeResourceVersion {
+                    requested,
+                    current: revision,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok(false)
+        }
+        _ => Ok(true),
     }
 }
 
@@ -224,10 +278,8 @@ pub(crate) async fn watch(req: &RestRequest<'_>) -> Result<Response, Status> {
     let namespace = req.namespace.as_deref();
     let mut pending = VecDeque::new();
     let (events, last_revision) = if send_initial {
-        let (items, revision) = initial_state(store.as_ref(), &storage, namespace, from).await?;
-        for item in items.into_iter().filter(|o| watcher.selection.matches(o)) {
-            pending.push_back(watcher.encode(WatchEventType::Added, item));
-        }
+        let revision =
+            initial_events(store.as_ref(), &storage, namespace, from, &watcher, &mut pending).await?;
         if req.query.get("sendInitialEvents").is_some() && allow_bookmarks {
             pending.push_back(watcher.bookmark(revision, true));
         }
