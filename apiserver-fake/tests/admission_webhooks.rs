@@ -131,6 +131,17 @@ async fn answer(path: &str, request: &Value) -> Bytes {
         }
         "/refuse" => review(json!({"uid": uid, "allowed": false,
             "status": {"code": 403, "reason": "Forbidden", "message": "refused by the conditional webhook"}})),
+        "/eviction" => {
+            if request["name"]
+                .as_str()
+                .is_some_and(|name| name.starts_with("protected-"))
+            {
+                review(json!({"uid": uid, "allowed": false,
+                    "status": {"code": 429, "reason": "TooManyRequests", "message": "protected pods are not evicted"}}))
+            } else {
+                review(json!({"uid": uid, "allowed": true, "warnings": ["eviction checked by the webhook"]}))
+            }
+        }
         "/garbage" => Bytes::from_static(b"garbage"),
         "/bad-patch" => review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
             "patch": patch(json!([{"op": "remove", "path": "/spec/nothing"}]))})),
@@ -695,4 +706,232 @@ fn match_conditions_decide_whether_a_webhook_is_called() {
     );
     assert!(ok, "{err}");
     assert_eq!(server.calls_for("/refuse", "ignored"), 0);
+}
+
+/// The action subresources are creates that admission sees (upstream's create handler): a validating
+/// webhook on `pods/eviction` refuses to evict a protected pod with its own code and message, and its
+/// warning reaches the client of an eviction it allows; a mutating webhook on `pods/binding` annotates
+/// the `Binding`, whose annotations the registry copies onto the pod. The webhooks are sent the
+/// subresource's own kind (`policy/v1` `Eviction`, `v1` `Binding`) under the pod's resource.
+#[test]
+fn evictions_and_bindings_are_admitted_as_creates_of_the_pods_subresources() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = WebhookServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _demo = start_cluster(dir.path(), server.port);
+    let (_, b) = kubeconfigs(dir.path());
+    let (port, ca) = (server.port, &server.ca_bundle);
+    apply(
+        &b,
+        dir.path(),
+        "webhooks.yaml",
+        &format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: eviction}}
+webhooks:
+- name: eviction.example.com
+  clientConfig: {{url: \"https://127.0.0.1:{port}/eviction\", caBundle: {ca}}}
+  rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/eviction]}}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: binding}}
+webhooks:
+- name: binding.example.com
+  clientConfig: {{url: \"https://127.0.0.1:{port}/annotate\", caBundle: {ca}}}
+  rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/binding]}}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"
+        ),
+    );
+    let pod = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec: {{containers: [{{name: c, image: busybox}}]}}\n"
+        )
+    };
+    for name in ["protected-db", "web", "unscheduled"] {
+        let (ok, _, err) = create(&b, dir.path(), &format!("{name}.yaml"), &pod(name));
+        assert!(ok, "{err}");
+    }
+    let post = |path: &str, file: &str, body: &str| {
+        let file = dir.path().join(file);
+        std::fs::write(&file, body).expect("body");
+        kubectl(&b, &["create", "--raw", path, "-f", &file.display().to_string()])
+    };
+    let eviction = |name: &str| {
+        format!(
+            "{{\"apiVersion\": \"policy/v1\", \"kind\": \"Eviction\", \"metadata\": {{\"name\": \"{name}\"}}}}"
+        )
+    };
+
+    let (ok, _, err) = post(
+        "/api/v1/namespaces/default/pods/protected-db/eviction",
+        "evict-db.json",
+        &eviction("protected-db"),
+    );
+    assert!(!ok, "the webhook refuses the eviction");
+    assert_eq!(
+        err.trim(),
+        "Error from server (TooManyRequests): admission webhook \"eviction.example.com\" denied the request: protected pods are not evicted"
+    );
+    let (ok, out, err) = kubectl(&b, &["get", "pod", "protected-db", "-o", "name"]);
+    assert!(
+        ok && out.trim() == "pod/protected-db",
+        "the refused eviction left the pod: {out}{err}"
+    );
+
+    let (ok, _, err) = post(
+        "/api/v1/namespaces/default/pods/web/eviction",
+        "evict-web.json",
+        &eviction("web"),
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("Warning: eviction checked by the webhook"),
+        "the webhook's warning reaches kubectl: {err}"
+    );
+    let (_, out, _) = kubectl(&b, &["get", "pod", "web", "--ignore-not-found", "-o", "name"]);
+    assert_eq!(out.trim(), "", "the allowed eviction deleted the pod");
+
+    let reviews = server
+        .calls
+        .lock()
+        .expect("calls")
+        .get("/eviction")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(reviews.len(), 2, "one call per eviction");
+    let review = &reviews[1];
+    assert_eq!(
+        (
+            &review["operation"],
+            &review["resource"],
+            &review["subResource"],
+            &review["kind"],
+            &review["object"]["kind"]
+        ),
+        (
+            &json!("CREATE"),
+            &json!({"group": "", "version": "v1", "resource": "pods"}),
+            &json!("eviction"),
+            &json!({"group": "policy", "version": "v1", "kind": "Eviction"}),
+            &json!("Eviction"),
+        ),
+        "{review}"
+    );
+
+    let (ok, _, err) = post(
+        "/api/v1/namespaces/default/pods/unscheduled/binding",
+        "bind.json",
+        r#"{"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "unscheduled"}, "target": {"kind": "Node", "name": "node-1"}}"#,
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = kubectl(
+        &b,
+        &[
+            "get",
+            "pod",
+            "unscheduled",
+            "-o",
+            "jsonpath={.spec.nodeName} {.metadata.annotations.annotated-by}",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.trim(),
+        "node-1 annotate-webhook",
+        "bound, with the annotation the webhook added to the Binding"
+    );
+    let bindings = server
+        .calls
+        .lock()
+        .expect("calls")
+        .get("/annotate")
+        .cloned()
+        .unwrap_or_default();
+    let binding = bindings
+        .iter()
+        .find(|r| r["subResource"] == "binding")
+        .expect("the binding webhook was called");
+    assert_eq!(
+        binding["kind"],
+        json!({"group": "", "version": "v1", "kind": "Binding"}),
+        "{binding}"
+    );
+}
+
+/// Upstream's runtime cost limits (issue 19) for `matchConditions`: over a ConfigMap of 1,000 keys, a
+/// condition comparing every key with every other is over the per-call limit (`operation cancelled:
+/// actual cost limit exceeded`), three of them spend the conditions' budget of 2,500,000 (`validation
+/// failed due to running out of cost budget, …`): `failurePolicy: Fail` refuses without calling the
+/// webhook, `Ignore` skips it.
+#[test]
+fn match_conditions_over_the_cost_limits_follow_the_failure_policy() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = WebhookServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _demo = start_cluster(dir.path(), server.port);
+    let (_, b) = kubeconfigs(dir.path());
+    let (port, ca) = (server.port, &server.ca_bundle);
+    let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
+    let hook = |name: &str, conditions: usize, policy: &str| {
+        let conditions: Vec<String> = (0..conditions)
+            .map(|i| format!("  - {{name: pairs-{i}, expression: \"{nested}\"}}\n"))
+            .collect();
+        format!(
+            "- name: {name}.example.com
+  clientConfig: {{url: \"https://127.0.0.1:{port}/refuse\", caBundle: {ca}}}
+  rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}}]
+  objectSelector: {{matchLabels: {{case: {name}}}}}
+  matchConditions:
+{}  failurePolicy: {policy}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+",
+            conditions.concat()
+        )
+    };
+    let webhooks = [
+        hook("call-limit", 1, "Fail"),
+        hook("call-limit-ignored", 1, "Ignore"),
+        hook("budget", 3, "Fail"),
+        hook("budget-ignored", 3, "Ignore"),
+    ]
+    .concat();
+    apply(
+        &b,
+        dir.path(),
+        "webhooks.yaml",
+        &format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: costly-conditions}}\nwebhooks:\n{webhooks}"
+        ),
+    );
+    let mut refusals = Vec::new();
+    for (name, admitted) in [
+        ("call-limit", false),
+        ("call-limit-ignored", true),
+        ("budget", false),
+        ("budget-ignored", true),
+    ] {
+        let data: Vec<String> = (0..1_000).map(|i| format!("k{i}: v{i}")).collect();
+        let manifest = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{case: {name}}}}}\ndata: {{{}}}\n",
+            data.join(", ")
+        );
+        let (ok, _, err) = create(&b, dir.path(), &format!("{name}.yaml"), &manifest);
+        assert_eq!(ok, admitted, "{name}: {err}");
+        assert_eq!(server.calls_for("/refuse", name), 0, "{name}: not called");
+        if !admitted {
+            refusals.push(err);
+        }
+    }
+    insta::assert_snapshot!("match_condition_cost_limits", refusals.join("\n"));
 }

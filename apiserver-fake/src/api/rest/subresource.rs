@@ -18,6 +18,10 @@
 //! none, so its log, exec, attach and port-forward answer what kube-apiserver answers when it cannot
 //! reach the kubelet: 404 while the Node object does not exist, then 500 with the dial error.
 //!
+//! Binding and eviction are creates, admitted as upstream's create handler admits them: mutating
+//! webhooks may change the `Binding`/`Eviction` (`v1`, `policy/v1`), validating ones judge it, and
+//! their warnings reach the client.
+//!
 //! The upstream sources: `pkg/registry/core/pod/strategy.go` (`LogLocation`, `streamLocation`,
 //! `ResourceLocation`, the ephemeral containers and resize strategies), `pkg/registry/core/pod/storage`
 //! (binding, eviction), `pkg/registry/certificates/certificates/strategy.go` (`csrApprovalStrategy`),
@@ -29,8 +33,10 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::RestRequest;
+use super::admission::{self, Attributes, Operation};
 use super::negotiation::decode_body;
 use super::object::meta_str;
+use super::write::with_warnings;
 use super::{ResourceInfo, read_body};
 use crate::api::status::{GroupKind, Status, StatusCause, StatusOutcome, StatusReason};
 use crate::store::{GroupResource, ObjectKey, StorageResource, StoreError};
@@ -566,10 +572,33 @@ async fn action_body(
     Ok(object)
 }
 
+/// Admission of an action's create (`pods/binding`, `pods/eviction`), as upstream's create handler
+/// admits a subresource: webhooks see the operation `CREATE` on the pod's subresource with `object` as
+/// `kind` of `api_version` (the version the registry works in, whatever version the client sent).
+/// Returns the object as mutating admission left it and the webhooks' warnings.
+async fn admit_action(
+    req: &RestRequest<'_>,
+    mut object: Value,
+    api_version: &str,
+    kind: &str,
+) -> Result<(Value, Vec<String>), Status> {
+    object["apiVersion"] = json!(api_version);
+    object["kind"] = json!(kind);
+    let mut attributes = Attributes::of(req, Operation::Create, Some(&object), None, "CreateOptions");
+    attributes.name = req.info.name.clone();
+    attributes.kind = kind.to_owned();
+    attributes.kind_api_version = Some(api_version.to_owned());
+    let mut warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    let object = attributes.object.clone().unwrap_or(object);
+    warnings.extend(admission::validate(req, &attributes).await?.warnings);
+    Ok((object, warnings))
+}
+
 /// `pods/binding`: assigns the pod to `target.name`, once.
 async fn bind(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let dry_run = req.query.dry_run()?;
     let binding = action_body(req, body, &["v1"], "Binding").await?;
+    let (binding, warnings) = admit_action(req, binding, "v1", "Binding").await?;
     let node = binding
         .pointer("/target/name")
         .and_then(Value::as_str)
@@ -620,11 +649,11 @@ async fn bind(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
         }
         next["status"]["conditions"] = Value::Array(conditions);
         if dry_run {
-            return Ok(created_success(req));
+            return Ok(with_warnings(created_success(req), &warnings));
         }
         let expected = crate::store::resource_version(&pod);
         match req.ctx.store.update(&storage, &req.key(), next, expected).await {
-            Ok(_) => return Ok(created_success(req)),
+            Ok(_) => return Ok(with_warnings(created_success(req), &warnings)),
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -638,12 +667,13 @@ async fn evict(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let dry_run = req.query.dry_run()?;
     let eviction = action_body(req, body, &["policy/v1", "policy/v1beta1"], "Eviction").await?;
     parent(req).await?;
+    let (eviction, warnings) = admit_action(req, eviction, "policy/v1", "Eviction").await?;
     let expected_uid = eviction
         .pointer("/deleteOptions/preconditions/uid")
         .and_then(Value::as_str)
         .map(str::to_owned);
     if dry_run {
-        return Ok(created_success(req));
+        return Ok(with_warnings(created_success(req), &warnings));
     }
     let current = parent(req).await?;
     if let Some(uid) = expected_uid
@@ -664,7 +694,7 @@ async fn evict(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
         .delete(&req.resource.storage(), &req.key(), None)
         .await
     {
-        Ok(_) | Err(StoreError::NotFound { .. }) => Ok(created_success(req)),
+        Ok(_) | Err(StoreError::NotFound { .. }) => Ok(with_warnings(created_success(req), &warnings)),
         Err(e) => Err(e.into()),
     }
 }
