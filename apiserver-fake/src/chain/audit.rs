@@ -14,14 +14,29 @@
 //! left out. What it does differently (docs/decisions.md): every level records what `Metadata`
 //! records (no request or response bodies), a long-running request (a watch) is logged at
 //! `ResponseStarted` only, and a request that fails authentication is not logged.
+//!
+//! The filter of the chain, [`audit_request`], is kube-apiserver's `WithAuditInit` and `WithAudit` in
+//! one: the audit ID of a request and its event. It runs inside request classification, so a request
+//! answered 401 or 500 there carries no audit ID, and outside authorization, so a 403 carries one
+//! and is audited with its status.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderValue, header};
 use mvp_core::{RequestInfo, UserInfo};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use super::authentication::ConnectionInfo;
+use super::{ServerContext, request_info};
+
+/// kube-apiserver's audit ID header.
+pub(super) const AUDIT_ID_HEADER: &str = "audit-id";
 
 /// Why an audit policy or log could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -404,6 +419,84 @@ impl AuditLog {
             tracing::warn!(error = %err, "failed to write an audit event");
         }
     }
+}
+
+/// The filter: keeps the caller's `Audit-ID` or mints one, as kube-apiserver does, on the request
+/// (the stages inside, the request log and the MVP proxy above all, read it there: a proxied request
+/// carries the source server's audit ID) and on the response; with an audit log, it begins the event
+/// before anything inside answers and finishes it with the response's status.
+pub(super) async fn audit_request<S: ServerContext>(
+    State(state): State<Arc<S>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let audit_id = match req.headers().get(AUDIT_ID_HEADER) {
+        Some(id) if !id.is_empty() => id.clone(),
+        _ => HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
+            .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+    };
+    req.headers_mut().insert(AUDIT_ID_HEADER, audit_id.clone());
+    let Some(info) = req.extensions().get::<RequestInfo>() else {
+        return request_info::missing();
+    };
+    let long_running = info.is_long_running();
+    let audited = state
+        .audit()
+        .and_then(|audit| begin_event(audit, &req, info, &audit_id));
+    let mut response = next.run(req).await;
+    response.headers_mut().insert(AUDIT_ID_HEADER, audit_id);
+    if let (Some(audit), Some(audited)) = (state.audit(), audited) {
+        audit.finish(
+            audited,
+            long_running,
+            response.status().as_u16(),
+            response.extensions().get::<crate::api::status::Status>(),
+            response
+                .extensions()
+                .get::<crate::api::rest::admission::AuditAnnotations>(),
+        );
+    }
+    response
+}
+
+/// [`AuditLog::begin`] for `req`: its user (`system:anonymous` on the public paths authentication lets
+/// through), URI, user agent and source address.
+fn begin_event(
+    audit: &AuditLog,
+    req: &Request,
+    info: &RequestInfo,
+    audit_id: &HeaderValue,
+) -> Option<AuditedRequest> {
+    let anonymous;
+    let user = match req.extensions().get::<UserInfo>() {
+        Some(user) => user,
+        None => {
+            anonymous = UserInfo {
+                name: "system:anonymous".to_owned(),
+                groups: vec!["system:unauthenticated".to_owned()],
+                ..UserInfo::default()
+            };
+            &anonymous
+        }
+    };
+    let source_ip = req
+        .extensions()
+        .get::<ConnectionInfo>()
+        .and_then(|c| c.remote_addr)
+        .map(|a| a.ip());
+    audit.begin(
+        user,
+        info,
+        &String::from_utf8_lossy(audit_id.as_bytes()),
+        &req.uri()
+            .path_and_query()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        req.headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+        source_ip,
+    )
 }
 
 /// Go's text for the usual reasons a file cannot be opened.

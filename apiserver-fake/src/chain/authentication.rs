@@ -6,11 +6,19 @@
 //! ([`crate::api::serviceaccount`], checked against the store in [`Authenticator::authenticate_request`]). Identity headers are believed only from a client the
 //! requestheader authenticator accepted; from anyone else they are removed before the request goes on.
 //! Every authenticated user gets `system:authenticated`, as upstream's group adder does.
+//!
+//! Its filter, [`authenticate`], is kube-apiserver's `WithAuthentication` and, in the same step,
+//! `WithImpersonation` ([`super::impersonation`]): the user every later stage reads from the request's
+//! extensions is the impersonated one. (Upstream audits between the two, recording the caller and the
+//! user it impersonates; the fake's audit events name the impersonated user.)
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use mvp_core::UserInfo;
@@ -21,10 +29,48 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
+use super::{ServerContext, http_log, impersonation};
 use crate::api::AUTHENTICATED_GROUP;
 use crate::api::catalog::KubeVersion;
 use crate::api::serviceaccount::{ServiceAccountKeyError, ServiceAccountOptions, ServiceAccountTokens};
+use crate::api::status::Status;
 use crate::store::Store;
+
+/// Paths answered without credentials, as a default RBAC setup lets `system:anonymous` read them
+/// (`system:public-info-viewer`), so health probes work without a client certificate.
+const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
+
+/// The filter: authentication, then impersonation (the caller must be allowed to impersonate the user
+/// it names). The user goes into the request's extensions, and its name into the response's for the
+/// `--v=3` request log line ([`http_log`]). Unauthenticated requests get kube-apiserver's 401 Status,
+/// except on [`PUBLIC_PATHS`], which continue without a user.
+pub(super) async fn authenticate<S: ServerContext>(
+    State((authenticator, state)): State<(Arc<Authenticator>, Arc<S>)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let conn = req
+        .extensions()
+        .get::<ConnectionInfo>()
+        .cloned()
+        .unwrap_or_default();
+    let user = authenticator
+        .authenticate_request(&conn, req.headers_mut(), state.store().as_ref())
+        .await;
+    let user = match user {
+        Some(user) => match impersonation::effective_user(state.authorizer(), user, req.headers_mut()) {
+            Ok(user) => user,
+            Err(status) => return status.into_response(),
+        },
+        None if PUBLIC_PATHS.contains(&req.uri().path()) => return next.run(req).await,
+        None => return Status::unauthorized().into_response(),
+    };
+    let logged = http_log::logged_user(&user);
+    req.extensions_mut().insert(user);
+    let mut response = next.run(req).await;
+    http_log::attach_user(&mut response, logged);
+    response
+}
 
 /// What the TLS layer learned about a connection; inserted into every request's extensions.
 #[derive(Debug, Clone, Default)]

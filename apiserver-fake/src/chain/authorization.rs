@@ -8,11 +8,21 @@
 //! modes' reasons joined. A forbidden request gets upstream's `Forbidden` Status (`responsewriters.Forbidden`).
 //! Authorization runs before the MVP filter, so a 403 is always answered by the server the client
 //! talked to, never by a peer.
+//!
+//! Its filter, `authorize_request`, is kube-apiserver's `WithAuthorization`, the last stage before the
+//! request deadline: the audit, request log, priority and fairness and metrics stages outside it see
+//! a 403 as they see any answer. (Impersonation is authorized too, by the authentication filter: the
+//! `impersonation` module.)
 
 use std::str::FromStr;
+use std::sync::Arc;
 
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use mvp_core::{RequestInfo, UserInfo};
 
+use super::{ServerContext, request_info};
 use crate::api::status::Status;
 use crate::store::GroupResource;
 
@@ -317,6 +327,27 @@ impl Authorize for Authorizer {
             Decision::Deny(review.reason)
         }
     }
+}
+
+/// The filter: upstream's 403 for an authenticated request the authorizer denies, before the MVP
+/// filter could proxy it. Unauthenticated requests (the public health paths) are not authorized, as a
+/// default RBAC setup lets `system:anonymous` make them.
+pub(super) async fn authorize_request<S: ServerContext>(
+    State(state): State<Arc<S>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(info) = req.extensions().get::<RequestInfo>() else {
+        return request_info::missing();
+    };
+    let authorizer = state.authorizer();
+    if let Some(user) = req.extensions().get::<UserInfo>()
+        && !authorizer.allows_everything()
+        && let Decision::Deny(reason) = authorizer.authorize(user, info)
+    {
+        return forbidden(user, info, &reason).into_response();
+    }
+    next.run(req).await
 }
 
 /// Upstream's 403 for a denied request (`responsewriters.Forbidden` with `forbiddenMessage`).

@@ -30,11 +30,18 @@
 //! and watches' seats during their initialisation (long-running requests are not seated, as with the
 //! max-in-flight filter). A rejection is upstream's `tooManyRequests`: 429, `Retry-After: 1`, text
 //! `Too many requests, please try again later.` (upstream grows `Retry-After` when rejections persist).
+//!
+//! In the handler chain, classification ([`priority_headers`]) runs after authentication and audit and
+//! before authorization, as upstream's `WithPriorityAndFairness`, so a 403 names its FlowSchema too;
+//! seating runs later, within the request deadline ([`super::deadline`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
 use http::HeaderValue;
 use mvp_core::UserInfo;
 use sha2::{Digest, Sha256};
@@ -90,7 +97,7 @@ fn uid_header(kind: &'static str, name: &'static str) -> Option<HeaderValue> {
 
 /// The two headers for a request of `user` to `path`, computed before the request moves on (so the user
 /// need not be kept).
-pub(crate) fn headers_for(user: &UserInfo, path: &str) -> [(&'static str, Option<HeaderValue>); 2] {
+fn headers_for(user: &UserInfo, path: &str) -> [(&'static str, Option<HeaderValue>); 2] {
     let (flow_schema, priority_level) = classify(user, path);
     [
         (FLOW_SCHEMA_UID_HEADER, uid_header("FlowSchema", flow_schema)),
@@ -99,6 +106,23 @@ pub(crate) fn headers_for(user: &UserInfo, path: &str) -> [(&'static str, Option
             uid_header("PriorityLevelConfiguration", priority_level),
         ),
     ]
+}
+
+/// The classification filter: the FlowSchema and priority level headers of an authenticated user's
+/// request, on whatever answers it inside (a 403 included). Unauthenticated requests (the public health
+/// paths) are not classified.
+pub(super) async fn priority_headers(req: Request, next: Next) -> Response {
+    let headers = req
+        .extensions()
+        .get::<UserInfo>()
+        .map(|user| headers_for(user, req.uri().path()));
+    let mut response = next.run(req).await;
+    for (header, value) in headers.into_iter().flatten() {
+        if let Some(value) = value {
+            response.headers_mut().insert(header, value);
+        }
+    }
+    response
 }
 
 /// One bootstrap priority level: its name, `nominalConcurrencyShares` and queuing (`queues`,

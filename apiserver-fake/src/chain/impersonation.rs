@@ -1,13 +1,15 @@
 //! Impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`, `Impersonate-Extra-*`):
 //! the request continues as the impersonated user, as kube-apiserver's impersonation filter does after
-//! authentication, provided the caller may `impersonate` that user (checked by the handler chain with
-//! `--authorization-mode`). The headers are removed either way, so they are never forwarded to a peer.
+//! authentication, provided the caller may `impersonate` that user (checked with `--authorization-mode`
+//! by [`effective_user`], which the authentication filter calls). The headers are removed either way,
+//! so they are never forwarded to a peer.
 
 use std::collections::BTreeMap;
 
 use http::HeaderMap;
 use mvp_core::UserInfo;
 
+use super::authorization::{self, Authorize, Authorizer, Decision};
 use crate::api::AUTHENTICATED_GROUP;
 use crate::api::status::Status;
 
@@ -15,6 +17,24 @@ const USER: &str = "impersonate-user";
 const UID: &str = "impersonate-uid";
 const GROUP: &str = "impersonate-group";
 const EXTRA_PREFIX: &str = "impersonate-extra-";
+
+/// The user the request of the authenticated `user` continues as: the one its impersonation headers
+/// name, when `authorizer` lets `user` impersonate them, else `user`. The error is the answer: 400 for
+/// malformed headers, upstream's 403 when the impersonation is not allowed.
+pub(crate) fn effective_user(
+    authorizer: &Authorizer,
+    user: UserInfo,
+    headers: &mut HeaderMap,
+) -> Result<UserInfo, Status> {
+    let Some(impersonated) = impersonated_user(headers)? else {
+        return Ok(user);
+    };
+    let attributes = authorization::impersonation_request(&impersonated.name);
+    if let Decision::Deny(reason) = authorizer.authorize(&user, &attributes) {
+        return Err(authorization::forbidden(&user, &attributes, &reason));
+    }
+    Ok(impersonated)
+}
 
 /// The user named by the impersonation headers (`None` when there are none), after removing them.
 /// Groups or extras without a user are a 400, with upstream's message.

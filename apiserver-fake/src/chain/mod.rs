@@ -1,24 +1,34 @@
 //! The handler chain of one server: the stages a request passes through, built in `handler_chain`,
 //! the one place that states their order.
 //!
-//! Outermost first, as a request travels them:
+//! Outermost first, as a request travels them, one filter a module:
 //!
 //! 0. over HTTP/2, reading what a handler left unread of the request body before answering
 //!    ([`h2_drain`]), so clients always get early answers (405, 401, ...) instead of a reset stream;
 //! 0. the per-request log line at `--v=3` ([`http_log`], kube-apiserver's `WithHTTPLogging`: outside
 //!    authentication, so 401s are logged too);
-//! 1. response `Cache-Control` default (kube-apiserver's `WithCacheControl`; acts on the response);
+//! 1. response `Cache-Control` default ([`cache_control`], kube-apiserver's `WithCacheControl`; acts on
+//!    the response);
 //! 2. authentication ([`authentication`]), then impersonation ([`impersonation`], whose permission is
 //!    checked with the authorizer here); 401 for nobody;
-//! 3. request classification (kube's `RequestInfo`), the audit ID and audit log ([`audit`]), the request
-//!    log ([`request_log`]),
-//!    API Priority and Fairness classification ([`flow_control`]), authorization ([`authorization`],
-//!    403 here) and the request metrics, in one filter;
-//! 4. the request deadline (`--request-timeout`, 504) and, within it, API Priority and Fairness
+//! 3. request classification ([`request_info`], kube's `RequestInfo`; 500 when the URL cannot be
+//!    classified);
+//! 4. the request metrics ([`metrics`]), counting every answer from here in;
+//! 5. the audit ID and the audit event ([`audit`]);
+//! 6. the request log ([`request_log`]);
+//! 7. API Priority and Fairness classification, its response headers ([`flow_control`]);
+//! 8. authorization ([`authorization`], 403 here), so everything above sees a 403 like any answer;
+//! 9. the request deadline (`--request-timeout`, 504) and, within it, API Priority and Fairness
 //!    ([`flow_control`]: seats and fair queues, 429), or the max-in-flight limit ([`inflight`], 429)
-//!    when that is off;
-//! 5. the Mixed Version Proxy filter, when the server installed one (see [`crate::server::mvp`]);
-//! 6. routing ([`routing`]): health, `/version`, `/metrics`, discovery, OpenAPI, resources.
+//!    when that is off ([`deadline`]);
+//! 10. the Mixed Version Proxy filter, when the server installed one (see [`crate::server::mvp`]);
+//! 11. routing ([`routing`]): health, `/version`, `/metrics`, discovery, OpenAPI, resources.
+//!
+//! This follows kube-apiserver's `DefaultBuildHandlerChain` (authentication, audit, impersonation,
+//! priority and fairness, authorization), but for three differences: classification follows
+//! authentication (a 401 is answered unclassified), impersonation is resolved with authentication (the
+//! audit event names the impersonated user only), and seats are taken after authorization, within the
+//! deadline (a denied request takes none).
 //!
 //! Like kube-apiserver, the MVP filter sits after authentication and authorization
 //! (docs/mvp-behaviour.md §1.1), so 401 and 403 are always answered by the server the client talked to,
@@ -29,13 +39,16 @@ pub(crate) mod access_review;
 pub(crate) mod audit;
 pub(crate) mod authentication;
 pub mod authorization;
-mod filters;
+mod cache_control;
+mod deadline;
 pub(crate) mod flow_control;
 pub(crate) mod h2_drain;
 pub(crate) mod http_log;
 pub(crate) mod impersonation;
 pub(crate) mod inflight;
+mod metrics;
 pub(crate) mod rbac;
+mod request_info;
 pub(crate) mod request_log;
 pub(crate) mod routing;
 #[cfg(test)]
@@ -123,16 +136,24 @@ pub(crate) fn handler_chain<S: ServerContext>(
     let front = ServiceBuilder::new()
         .layer(axum::middleware::from_fn(h2_drain::read_unread_body))
         .layer(axum::middleware::from_fn(http_log::log_request))
-        .map_response(filters::default_cache_control)
+        .map_response(cache_control::default_cache_control)
         .layer(from_fn_with_state(
             (authenticator, state.clone()),
-            filters::authenticate::<S>,
+            authentication::authenticate::<S>,
         ))
+        .layer(axum::middleware::from_fn(request_info::classify))
+        .layer(from_fn_with_state(state.clone(), metrics::observe::<S>))
+        .layer(from_fn_with_state(state.clone(), audit::audit_request::<S>))
         .layer(from_fn_with_state(
             state.clone(),
-            filters::record_and_classify::<S>,
+            request_log::record_request::<S>,
         ))
-        .layer(from_fn_with_state(state, filters::request_deadline::<S>));
+        .layer(axum::middleware::from_fn(flow_control::priority_headers))
+        .layer(from_fn_with_state(
+            state.clone(),
+            authorization::authorize_request::<S>,
+        ))
+        .layer(from_fn_with_state(state, deadline::request_deadline::<S>));
     match mvp {
         Some(mvp) => BoxCloneSyncService::new(
             front

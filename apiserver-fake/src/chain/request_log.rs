@@ -1,10 +1,19 @@
 //! The request log: the last requests a server served and the user it believed it served them for, so
 //! tests can see, for example, the original user behind a proxied request.
+//!
+//! Its filter, [`record_request`], runs inside the audit filter (it records the audit ID) and outside
+//! authorization, so a denied request is recorded too.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use mvp_core::UserInfo;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use mvp_core::{PEER_PROXIED_HEADER, UserInfo};
+
+use super::ServerContext;
+use super::audit::AUDIT_ID_HEADER;
 
 /// One request as the server understood it, kept so tests can see which user a server believed it
 /// served (for example the original user behind a proxied request).
@@ -49,4 +58,35 @@ impl RequestLog {
             .cloned()
             .collect()
     }
+}
+
+/// The filter: records the request of an authenticated user before anything inside answers it (a
+/// request still being served is already in the log). Unauthenticated requests (the public health
+/// paths) are not recorded.
+pub(super) async fn record_request<S: ServerContext>(
+    State(state): State<Arc<S>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(user) = req.extensions().get::<UserInfo>() {
+        state.requests().record(ServedRequest {
+            user: user.clone(),
+            method: req.method().to_string(),
+            uri: req
+                .uri()
+                .path_and_query()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            peer_proxied: req
+                .headers()
+                .get(PEER_PROXIED_HEADER)
+                .is_some_and(|v| v.as_bytes() == b"true"),
+            audit_id: req
+                .headers()
+                .get(AUDIT_ID_HEADER)
+                .map(|id| String::from_utf8_lossy(id.as_bytes()).into_owned())
+                .unwrap_or_default(),
+        });
+    }
+    next.run(req).await
 }

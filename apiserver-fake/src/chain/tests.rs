@@ -11,6 +11,9 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 
+use super::audit::{AuditLog, AuditPolicy};
+use super::authentication::Authenticator;
+use super::flow_control::{FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 use super::{HandlerChain, ServerContext, handler_chain};
 use crate::server::ServerState;
 
@@ -21,6 +24,13 @@ const BOB: &str = "bob-token";
 
 /// The chain of one test server, started with `flags` and a token file naming `admin` and `bob`.
 async fn chain(flags: &[&str]) -> (HandlerChain, Arc<ServerState>) {
+    let (state, authenticator) = server(flags).await;
+    (handler_chain(state.clone(), authenticator, None), state)
+}
+
+/// One test server, started with `flags` and a token file naming `admin` and `bob`, and its
+/// authenticator, before a chain holds the server.
+async fn server(flags: &[&str]) -> (Arc<ServerState>, Arc<Authenticator>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(
@@ -32,8 +42,7 @@ async fn chain(flags: &[&str]) -> (HandlerChain, Arc<ServerState>) {
     let mut args = vec![token_flag.as_str()];
     args.extend_from_slice(flags);
     // The authenticator reads the token file when it is built, so the directory may go afterwards.
-    let (state, authenticator) = ServerState::for_test(&args).await;
-    (handler_chain(state.clone(), authenticator, None), state)
+    ServerState::for_test(&args).await
 }
 
 /// A request to `path` with `token` as bearer token, if any.
@@ -188,6 +197,93 @@ async fn rbac_denies_with_the_403_status_before_routing() {
     assert!(
         message.contains("User \"bob\" cannot list resource \"secrets\""),
         "{message}"
+    );
+}
+
+/// Authorization is the innermost of the request's stages: a denied request is still answered with its
+/// audit ID and priority and fairness headers, counted, audited with its status, and recorded in the
+/// request log.
+#[tokio::test]
+async fn a_denied_request_is_audited_classified_counted_and_recorded_like_any_answer() {
+    let (mut state, authenticator) = server(&["--authorization-mode=RBAC"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("audit.log");
+    let policy = AuditPolicy::parse(
+        &dir.path().join("policy.yaml"),
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+    )
+    .expect("policy");
+    Arc::get_mut(&mut state)
+        .expect("no chain holds the server yet")
+        .audit = Some(AuditLog::open(&log, policy).expect("audit log"));
+    let chain = handler_chain(state.clone(), authenticator, None);
+
+    let req = request("GET", "/api/v1/namespaces/default/secrets", Some(BOB))
+        .header("audit-id", "denied-audit-id")
+        .body(Body::empty())
+        .unwrap();
+    let (code, headers, body) = send(chain, req).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(status(&body, 403).0, "Forbidden");
+    assert_eq!(headers["audit-id"], "denied-audit-id");
+    assert!(headers.contains_key(FLOW_SCHEMA_UID_HEADER), "{headers:?}");
+    assert!(headers.contains_key(PRIORITY_LEVEL_UID_HEADER), "{headers:?}");
+
+    let served = state.requests().snapshot();
+    assert_eq!(served.len(), 1, "{served:?}");
+    assert_eq!(served[0].user.name, "bob");
+    assert_eq!(served[0].uri, "/api/v1/namespaces/default/secrets");
+    assert_eq!(served[0].audit_id, "denied-audit-id");
+
+    let metrics = state.metrics().render();
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line.starts_with("apiserver_request_total{")
+                && line.contains(r#"code="403""#)
+                && line.contains(r#"resource="secrets""#)
+                && line.contains(r#"verb="list""#)
+                && line.ends_with(" 1")),
+        "{metrics}"
+    );
+
+    let events: Vec<Value> = std::fs::read_to_string(&log)
+        .expect("audit log")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("an audit event is JSON"))
+        .collect();
+    let stages: Vec<&str> = events.iter().filter_map(|e| e["stage"].as_str()).collect();
+    assert_eq!(stages, ["RequestReceived", "ResponseComplete"], "{events:?}");
+    let complete = &events[1];
+    assert_eq!(complete["auditID"], "denied-audit-id");
+    assert_eq!(complete["user"]["username"], "bob");
+    assert_eq!(complete["responseStatus"]["code"], 403, "{complete}");
+    assert_eq!(complete["responseStatus"]["reason"], "Forbidden", "{complete}");
+}
+
+/// A URL that cannot be classified is answered before the audit ID, the request log and the metrics.
+#[tokio::test]
+async fn a_request_that_cannot_be_classified_gets_the_500_status_and_no_audit_id() {
+    let (chain, state) = chain(&[]).await;
+    let req = request("GET", "/api/v1/watch", Some(ADMIN))
+        .header("audit-id", "unclassified")
+        .body(Body::empty())
+        .unwrap();
+    let (code, headers, body) = send(chain, req).await;
+    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+    let (reason, message) = status(&body, 500);
+    assert_eq!(reason, "InternalError");
+    assert_eq!(
+        message,
+        "Internal error occurred: failed to create RequestInfo: unable to determine kind and namespace \
+         from url, /api/v1/watch"
+    );
+    assert!(!headers.contains_key("audit-id"), "{headers:?}");
+    assert!(state.requests().snapshot().is_empty());
+    assert!(
+        !state.metrics().render().contains("apiserver_request_total{"),
+        "{}",
+        state.metrics().render()
     );
 }
 
