@@ -38,7 +38,7 @@ use crate::controllers::crd;
 use crate::controllers::identity;
 use crate::controllers::lease::{IdentityLeaseController, OwnLease};
 use crate::server::config::ServerOptions;
-use crate::server::mvp::peer_proxy::{PeerProxy, ProxyInputs};
+use crate::server::mvp::install::{PeerProxy, ProxyInputs};
 use crate::store::Store;
 
 /// Why a server could not start.
@@ -58,7 +58,7 @@ pub enum ServerError {
     CustomResources(#[from] crd::CustomResourcesFileError),
     /// The peer proxy could not be built.
     #[error(transparent)]
-    PeerProxy(#[from] crate::server::mvp::peer_proxy::PeerProxyError),
+    PeerProxy(#[from] crate::server::mvp::install::PeerProxyError),
     /// The audit log cannot be opened.
     #[error(transparent)]
     Audit(#[from] crate::chain::audit::AuditError),
@@ -349,7 +349,7 @@ impl RunningServer {
             // before its record exists, and answer 503 for what only it serves until then. The
             // reconciler no longer writes: it waits for readiness, just withdrawn.
             crate::controllers::peer_endpoint::remove(self.state.store.as_ref(), &self.state.server_id).await;
-            tokio::time::sleep(2 * crate::server::mvp::peer_proxy::ENDPOINT_REFRESH).await;
+            tokio::time::sleep(2 * crate::server::mvp::peer_endpoints::ENDPOINT_REFRESH).await;
         }
         self.cancel.cancel();
         let accept = self.accept.take();
@@ -465,7 +465,7 @@ pub async fn start(options: ServerOptions, store: Arc<dyn Store>) -> Result<Runn
 
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    let installed = crate::server::mvp::peer_proxy::install(
+    let installed = crate::server::mvp::install::install(
         ProxyInputs {
             options: &options,
             store: &store,
@@ -569,7 +569,7 @@ fn peer_aggregated_handler(
         return Ok(None);
     }
     let counters = mvp_core::PeerAggregatedMetrics::register(metrics.registry())
-        .map_err(crate::server::mvp::peer_proxy::PeerProxyError::from)?;
+        .map_err(crate::server::mvp::install::PeerProxyError::from)?;
     let handler = PeerAggregatedDiscoveryHandler::new(server_id.to_owned()).with_metrics(counters);
     Ok(Some(Arc::new(handler)))
 }
