@@ -391,3 +391,106 @@ fn binding_match_resources_scope_a_mutating_policy() {
         "excluded by the binding"
     );
 }
+
+/// A mutating policy on the ConfigMaps labelled `case: <name>`, with `failurePolicy`, `matchConditions`
+/// (a YAML flow list) and a `JSONPatch` mutation `expression`, and its binding.
+fn costly_mutating_policy(name: &str, failure_policy: &str, conditions: &str, expression: &str) -> String {
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  failurePolicy: {failure_policy}
+  matchConstraints:
+    objectSelector: {{matchLabels: {{case: {name}}}}}
+    resourceRules:
+    - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}
+  matchConditions: {conditions}
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch: {{expression: \"{expression}\"}}
+  reinvocationPolicy: Never
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: {name}}}
+spec: {{policyName: {name}}}
+---
+"
+    )
+}
+
+/// Upstream's runtime cost limits (issue 19) for mutations: over a ConfigMap of 1,000 keys, a mutation
+/// comparing every key with every other is over the per-call limit, three such match conditions spend
+/// the conditions' budget; `failurePolicy: Fail` refuses with upstream's texts, `Ignore` admits the
+/// ConfigMap unmutated; ten keys cost little, and the mutation applies.
+#[test]
+fn cost_limits_of_mutating_policies() {
+    if !support::kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = support::demo::Demo::start(dir.path(), &["--no-controller-manager"]);
+    let a = support::demo::kubeconfig(&demo.wait_for_manifest(dir.path()), "a");
+    let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
+    let mutation =
+        format!("{nested} ? [JSONPatch{{op: 'add', path: '/metadata/labels/checked', value: 'yes'}}] : []");
+    let condition = format!("{{name: pairs, expression: \"{nested}\"}}");
+    let conditions = format!(
+        "[{}]",
+        ["a", "b", "c"]
+            .map(|name| condition.replace("pairs", &format!("pairs-{name}")))
+            .join(", ")
+    );
+    let policies = [
+        costly_mutating_policy("call-limit", "Fail", "[]", &mutation),
+        costly_mutating_policy("call-limit-ignored", "Ignore", "[]", &mutation),
+        costly_mutating_policy("conditions", "Fail", &conditions, &mutation),
+        costly_mutating_policy("conditions-ignored", "Ignore", &conditions, &mutation),
+        costly_mutating_policy("small", "Fail", "[]", &mutation),
+    ]
+    .concat();
+    let file = dir.path().join("policies.yaml");
+    std::fs::write(&file, policies).expect("policies");
+    support::kubectl_ok(&a, &["apply", "-f", &file.to_string_lossy()]);
+    let mut transcript = Vec::new();
+    for (name, keys, admitted) in [
+        ("call-limit", 1_000, false),
+        ("call-limit-ignored", 1_000, true),
+        ("conditions", 1_000, false),
+        ("conditions-ignored", 1_000, true),
+        ("small", 10, true),
+    ] {
+        let data: Vec<String> = (0..keys).map(|i| format!("k{i}: v{i}")).collect();
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{case: {name}}}}}\ndata: {{{}}}\n",
+                data.join(", ")
+            ),
+        )
+        .expect("configmap");
+        let (created, _, err) = support::kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
+        assert_eq!(created, admitted, "{name}: {err}");
+        if admitted {
+            let checked = support::kubectl_ok(
+                &a,
+                &[
+                    "get",
+                    "configmap",
+                    name,
+                    "-o",
+                    "jsonpath={.metadata.labels.checked}",
+                ],
+            );
+            assert_eq!(checked, if name == "small" { "yes" } else { "" }, "{name}");
+        } else {
+            transcript.push(format!(
+                "$ kubectl create -f {name}.yaml\n{}",
+                err.replace(&dir.path().display().to_string(), "[dir]")
+            ));
+        }
+    }
+    insta::assert_snapshot!("mutating_admission_policy_cost_limits", transcript.join("\n"));
+}

@@ -493,3 +493,109 @@ fn binding_match_resources_scope_a_policy_with_kubectl() {
     assert!(!get("prod", "settings").0, "the refused create wrote nothing");
     assert!(!get("dev", "other").0, "the refused create wrote nothing");
 }
+
+/// A ConfigMap labelled `case: <name>` with `keys` data keys, each its own value.
+fn wide_config_map(name: &str, keys: usize) -> String {
+    let data: Vec<String> = (0..keys).map(|i| format!("k{i}: v{i}")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{case: {name}}}}}\ndata: {{{}}}\n",
+        data.join(", ")
+    )
+}
+
+/// A policy on the ConfigMaps labelled `case: <name>`, with `failurePolicy`, `matchConditions` and
+/// `validations` given as YAML flow lists, and its `Deny` binding.
+fn costly_policy(name: &str, failure_policy: &str, conditions: &str, validations: &str) -> String {
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  failurePolicy: {failure_policy}
+  matchConstraints:
+    objectSelector: {{matchLabels: {{case: {name}}}}}
+    resourceRules:
+    - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}
+  matchConditions: {conditions}
+  validations: {validations}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: {name}}}
+spec: {{policyName: {name}, validationActions: [Deny]}}
+---
+"
+    )
+}
+
+/// Upstream's runtime cost limits (issue 19): over a ConfigMap of 1,000 keys, a validation comparing
+/// every key with every other is over the per-call limit (its error: `operation cancelled: actual cost
+/// limit exceeded`), eleven of them spend the binding's budget (`validation failed due to running out of
+/// cost budget, …`), three such match conditions spend theirs; `failurePolicy: Fail` denies with those
+/// texts, `Ignore` admits.
+#[test]
+fn cost_limits_with_kubectl() {
+    if !support::kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = support::demo::Demo::start(dir.path(), &["--no-controller-manager"]);
+    let a = support::demo::kubeconfig(&demo.wait_for_manifest(dir.path()), "a");
+    let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
+    let validation = format!("{{expression: \"{nested}\"}}");
+    let eleven = format!("[{}]", [validation.as_str(); 11].join(", "));
+    let condition = format!("{{name: pairs, expression: \"{nested}\"}}");
+    let conditions = format!(
+        "[{}]",
+        ["a", "b", "c"]
+            .map(|name| condition.replace("pairs", &format!("pairs-{name}")))
+            .join(", ")
+    );
+    let policies = [
+        costly_policy("call-limit", "Fail", "[]", &format!("[{validation}]")),
+        costly_policy("call-limit-ignored", "Ignore", "[]", &format!("[{validation}]")),
+        costly_policy("budget", "Fail", "[]", &eleven),
+        costly_policy("budget-ignored", "Ignore", "[]", &eleven),
+        costly_policy("conditions", "Fail", &conditions, "[{expression: 'false'}]"),
+        costly_policy(
+            "conditions-ignored",
+            "Ignore",
+            &conditions,
+            "[{expression: 'false'}]",
+        ),
+    ]
+    .concat();
+    let file = dir.path().join("policies.yaml");
+    std::fs::write(&file, policies).expect("policies");
+    support::kubectl_ok(&a, &["apply", "-f", &file.to_string_lossy()]);
+    let mut transcript = Vec::new();
+    for (name, admitted) in [
+        ("call-limit", false),
+        ("call-limit-ignored", true),
+        ("budget", false),
+        ("budget-ignored", true),
+        ("conditions", false),
+        ("conditions-ignored", true),
+    ] {
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, wide_config_map(name, 1_000)).expect("configmap");
+        let (created, _, err) = support::kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
+        assert_eq!(created, admitted, "{name}: {err}");
+        if !admitted {
+            transcript.push(format!(
+                "$ kubectl create -f {name}.yaml\n{}",
+                err.replace(&dir.path().display().to_string(), "[dir]")
+            ));
+        }
+    }
+    // Little data costs little: the same policies admit a ConfigMap of ten keys.
+    let file = dir.path().join("small.yaml");
+    std::fs::write(
+        &file,
+        wide_config_map("budget", 10).replace("name: budget", "name: small"),
+    )
+    .expect("configmap");
+    let (created, _, err) = support::kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
+    assert!(created, "{err}");
+    insta::assert_snapshot!("admission_policy_cost_limits", transcript.join("\n"));
+}

@@ -55,6 +55,8 @@ pub struct Expression {
     pub comprehension_depth: u32,
     /// How many nodes its syntax tree has (macros expanded).
     pub nodes: u64,
+    /// The composited variables it names (`variables.<name>`), in the order named.
+    pub variables_named: Vec<String>,
 }
 
 impl std::fmt::Debug for Expression {
@@ -240,6 +242,7 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         depth: 0,
         nodes: 0,
         undeclared: Vec::new(),
+        variables_named: Vec::new(),
     };
     walk.expr(program.expression(), 0);
     if let Some((id, name)) = walk.undeclared.first() {
@@ -267,6 +270,7 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         uses_old_self,
         comprehension_depth: walk.depth,
         nodes: walk.nodes,
+        variables_named: walk.variables_named,
     })
 }
 
@@ -274,13 +278,15 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
 const NAMESPACES: &[&str] = &["math", "strings", "lists", "optional", "cel", "jsonpatch", "ip"];
 
 /// A walk over a parsed expression: the identifiers that are neither declared, bound by an enclosing
-/// comprehension nor a library namespace; the deepest comprehension nesting; the number of nodes.
+/// comprehension nor a library namespace; the deepest comprehension nesting; the number of nodes; the
+/// composited variables named.
 struct Walk<'a> {
     declared: HashSet<&'a str>,
     scope: Vec<String>,
     depth: u32,
     nodes: u64,
     undeclared: Vec<(u64, String)>,
+    variables_named: Vec<String>,
 }
 
 impl Walk<'_> {
@@ -351,7 +357,15 @@ impl Walk<'_> {
                     }
                 }
             }
-            Expr::Select(select) => self.expr(&select.operand, nesting),
+            Expr::Select(select) => {
+                if matches!(&select.operand.expr, Expr::Ident(name) if name == "variables")
+                    && !self.scope.iter().any(|s| s == "variables")
+                    && !self.variables_named.contains(&select.field)
+                {
+                    self.variables_named.push(select.field.clone());
+                }
+                self.expr(&select.operand, nesting);
+            }
             Expr::Struct(s) => {
                 for entry in &s.entries {
                     if let cel::common::ast::EntryExpr::StructField(field) = &entry.expr {

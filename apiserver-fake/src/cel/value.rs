@@ -35,6 +35,15 @@ pub fn size(value: &Value) -> u64 {
     }
 }
 
+/// How many values a CEL value holds, itself included: [`size`] of what the admission plugins bind.
+pub fn cel_size(value: &cel::Value) -> u64 {
+    match value {
+        cel::Value::List(items) => 1 + items.iter().map(cel_size).sum::<u64>(),
+        cel::Value::Map(map) => 1 + map.map.values().map(cel_size).sum::<u64>(),
+        _ => 1,
+    }
+}
+
 /// The name of `value`'s type in field errors (the schema's `type`, as upstream's `sts.Type`).
 pub fn schema_type(schema: &Value) -> &str {
     schema.get("type").and_then(Value::as_str).unwrap_or_default()

@@ -25,6 +25,10 @@
 //!
 //! Parameters are the bindings' `paramRef`s, as for validating policies ([`super::policy_params`]).
 //!
+//! Costs: an invocation's `matchConditions` share upstream's 2,500,000, each mutation has 10,000,000
+//! ([`match_conditions::FilterRun`]); a call over the per-call limit or a spent budget is the mutation's
+//! (or the conditions') error, in upstream's words.
+//!
 //! Not done: `authorizer`; the
 //! `Object…` types are not type-checked against the kind's schema (a misspelt field is merged as is,
 //! where upstream's checker refuses it when the policy is created); scale subresource writes.
@@ -34,13 +38,16 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::RestRequest;
-use super::admission::match_conditions::{self, MatchCondition, MatchResult};
+use super::admission::match_conditions::{
+    self, FilterError, FilterRun, MatchCondition, MatchResult, VariableCosts,
+};
 use super::admission::{self, Admitted, Attributes, Operation};
 use super::policy_params::ParamError;
 use super::validating_admission_policy::matching;
 use super::validating_admission_policy::{VARIABLES, composited_variables};
 use crate::api::status::{Status, StatusCause, StatusReason};
 use crate::cel;
+use crate::cel::cost;
 use crate::store::{ObjectKey, StorageResource};
 
 const GROUP: &str = "admissionregistration.k8s.io";
@@ -293,8 +300,8 @@ fn run_policies(
                 ("namespaceObject", policies.namespace_object.clone()),
             ];
             let composited = composited_variables(&invocation.policy, &variables);
-            variables.push(("variables", composited));
-            variables
+            variables.push(("variables", composited.value));
+            (variables, composited.costs)
         };
         let conditions: Vec<MatchCondition> = invocation
             .policy
@@ -302,7 +309,9 @@ fn run_policies(
             .cloned()
             .and_then(|c| serde_json::from_value(c).ok())
             .unwrap_or_default();
-        match match_conditions::evaluate_with(&conditions, VARIABLES, &bound(&current), true) {
+        let (variables, costs) = bound(&current);
+        let mut run = FilterRun::new(&variables, &costs, cost::RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS);
+        match match_conditions::evaluate_with(&conditions, VARIABLES, &mut run, true) {
             MatchResult::Matches => {}
             MatchResult::Skipped => continue,
             MatchResult::Error(message) => {
@@ -316,7 +325,8 @@ fn run_policies(
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice);
         for mutation in mutations {
-            match apply_mutation(req, mutation, &current, &bound(&current)) {
+            let (variables, costs) = bound(&current);
+            match apply_mutation(req, mutation, &current, &variables, &costs) {
                 Ok(mutated) => current = mutated,
                 Err(message) => error(message),
             }
@@ -332,18 +342,19 @@ fn run_policies(
     state.last_output = attributes.object.clone();
 }
 
-/// Evaluates `expression` for a mutation: its value, or upstream's error text.
+/// Evaluates `expression` for a mutation, in a filter run of its own (upstream's patchers get
+/// `RuntimeCELCostBudget` each): its value, or upstream's error text.
 fn evaluate(
     expression: &str,
     variables: &[(&str, ::cel::Value)],
+    costs: &VariableCosts,
 ) -> Result<(::cel::Value, cel::Expression), String> {
     let compiled =
         cel::compile(expression, VARIABLES).map_err(|e| format!("compilation failed: {}", e.issues))?;
-    let value = cel::evaluate(&compiled, variables).map_err(|e| {
-        format!(
-            "expression '{expression}' resulted in error: {}",
-            cel::error_text(&e)
-        )
+    let mut run = FilterRun::new(variables, costs, cost::RUNTIME_CEL_COST_BUDGET);
+    let value = run.evaluate(expression, &compiled).map_err(|e| match e {
+        FilterError::Expression(error) => error,
+        FilterError::OutOfBudget => cost::OUT_OF_BUDGET.to_owned(),
     })?;
     Ok((value, compiled))
 }
@@ -354,6 +365,7 @@ fn apply_mutation(
     mutation: &Value,
     object: &Value,
     variables: &[(&str, ::cel::Value)],
+    costs: &VariableCosts,
 ) -> Result<Value, String> {
     let object = req.present(object.clone());
     match mutation["patchType"].as_str().unwrap_or_default() {
@@ -362,7 +374,7 @@ fn apply_mutation(
                 .pointer("/applyConfiguration/expression")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let (value, compiled) = evaluate(expression, variables)?;
+            let (value, compiled) = evaluate(expression, variables, costs)?;
             let mismatches = compiled.object_type_mismatches();
             if !mismatches.is_empty() {
                 return Err(format!("type mismatch: {}", mismatches.join("\n")));
@@ -389,7 +401,7 @@ fn apply_mutation(
                 .pointer("/jsonPatch/expression")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let (value, _) = evaluate(expression, variables)?;
+            let (value, _) = evaluate(expression, variables, costs)?;
             apply_json_patch(&object, &value)
         }
         other => Err(format!("unsupported patch type {other:?}")),
@@ -471,7 +483,7 @@ mod tests {
 
     fn patch(expression: &str, object: Value) -> Result<Value, String> {
         let variables = [("object", cel::value::to_cel(&object))];
-        let (value, _) = evaluate(expression, &variables)?;
+        let (value, _) = evaluate(expression, &variables, &VariableCosts::default())?;
         apply_json_patch(&object, &value)
     }
 

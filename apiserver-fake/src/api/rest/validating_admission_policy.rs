@@ -27,6 +27,12 @@
 //! order, each seeing those before it, and are `variables.<name>` in conditions, validations and message
 //! expressions; a variable that fails to evaluate is absent, so what names it fails (`no such key`).
 //!
+//! Each evaluation of a binding (per parameter) has upstream's runtime cost budgets
+//! ([`match_conditions::FilterRun`], docs/decisions.md §17): its conditions 2,500,000, its validations
+//! 10,000,000 (their message expressions what is left), its audit annotations 10,000,000. A call over the
+//! per-call limit is its expression's error; a spent budget is `validation failed due to running out of
+//! cost budget, no further validation rules will be run`, the only decision under `Fail`.
+//!
 //! A binding's `paramRef` gives the `params` of one evaluation per parameter ([`super::policy_params`]);
 //! `auditAnnotations` are added to the request's audit event as `<policy>/<key>`.
 //!
@@ -35,10 +41,13 @@
 use serde_json::{Value, json};
 
 use super::RestRequest;
-use super::admission::match_conditions::{self, MatchCondition, MatchResult};
+use super::admission::match_conditions::{
+    self, FilterError, FilterRun, MatchCondition, MatchResult, VariableCosts,
+};
 use super::policy_params::ParamError;
 use crate::api::status::{Status, StatusCause, StatusReason};
 use crate::cel;
+use crate::cel::cost;
 use crate::store::StorageResource;
 
 pub(crate) mod matching;
@@ -82,45 +91,130 @@ fn reason_code(reason: &str) -> (u16, StatusReason) {
     }
 }
 
-/// What one validation decided.
-enum Decision {
-    Admit,
-    /// Not true: its message and reason.
-    Deny(String, String),
+/// A denying decision: its message, its reason (empty: `Invalid`) and the index of its validation.
+type Failure = (String, String, usize);
+
+/// The decision of a filter run that ran out of budget (upstream's validator: one decision, with the
+/// error as its message, under the policy's `failurePolicy`).
+fn out_of_budget(fail: bool) -> Vec<Failure> {
+    if fail {
+        vec![(cost::OUT_OF_BUDGET.to_owned(), String::new(), 0)]
+    } else {
+        Vec::new()
+    }
 }
 
-fn evaluate_validation(validation: &Value, variables: &[(&str, ::cel::Value)], fail: bool) -> Decision {
-    let expression = validation["expression"].as_str().unwrap_or_default();
-    let error = |message: String| {
-        if fail {
-            Decision::Deny(message, String::new())
-        } else {
-            Decision::Admit
-        }
+/// Upstream's validator (`plugin/policy/validating/validator.go`) past the match conditions: the
+/// validations in one filter run of `RuntimeCELCostBudget`, their `messageExpression`s (every one, as
+/// upstream's) on what it left, the audit annotations in a run of their own. The failures to act on
+/// and the audit annotations to publish; a run out of budget is the only failure (none under
+/// `Ignore`), and publishes nothing.
+fn validate(
+    policy: &Value,
+    variables: &[(&str, ::cel::Value)],
+    costs: &VariableCosts,
+    fail: bool,
+) -> (Vec<Failure>, Vec<(String, String)>) {
+    let spec = |field: &str| {
+        policy
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
     };
-    match match_conditions::evaluate_condition(expression, VARIABLES, variables) {
-        Ok(::cel::Value::Bool(true)) => Decision::Admit,
-        Ok(::cel::Value::Bool(false)) => {
-            let from_expression = validation["messageExpression"]
-                .as_str()
-                .and_then(|source| cel::compile(source, VARIABLES).ok())
-                .and_then(|m| match cel::evaluate(&m, variables) {
-                    Ok(::cel::Value::String(s)) if !s.trim().is_empty() && !s.contains('\n') => {
-                        Some(s.trim().to_owned())
-                    }
-                    _ => None,
-                });
-            let message = from_expression.unwrap_or_else(|| match validation["message"].as_str() {
-                Some(message) if !message.is_empty() => message.to_owned(),
-                _ => format!("failed expression: {}", expression.trim()),
-            });
-            let reason = validation["reason"].as_str().unwrap_or_default().to_owned();
-            Decision::Deny(message, reason)
+    let validations = spec("validations");
+    let mut run = FilterRun::new(variables, costs, cost::RUNTIME_CEL_COST_BUDGET);
+    let mut results = Vec::with_capacity(validations.len());
+    for validation in validations {
+        let expression = validation["expression"].as_str().unwrap_or_default();
+        match match_conditions::evaluate_condition(expression, VARIABLES, &mut run) {
+            Err(FilterError::OutOfBudget) => return (out_of_budget(fail), Vec::new()),
+            Err(FilterError::Expression(error)) => results.push(Err(error)),
+            Ok(value) => results.push(Ok(value)),
         }
-        // As for a match condition: cel-go's checker would have refused a non-`bool` expression.
-        Ok(_) => error(match_conditions::compilation_error("must evaluate to bool")),
-        Err(message) => error(message),
     }
+    let messages = message_expressions(validations, &mut run);
+    let mut failures = Vec::new();
+    for (index, (validation, result)) in validations.iter().zip(results).enumerate() {
+        let failure = match (result, &messages) {
+            (Err(error), _) => Some((error, String::new())).filter(|_| fail),
+            (Ok(_), Err(FilterError::OutOfBudget)) => {
+                let message = format!("failed messageExpression: {}", cost::OUT_OF_BUDGET);
+                Some((message, String::new())).filter(|_| fail)
+            }
+            (Ok(::cel::Value::Bool(true)), _) => None,
+            (Ok(::cel::Value::Bool(false)), messages) => {
+                let from_expression = messages
+                    .as_ref()
+                    .ok()
+                    .and_then(|messages| messages[index].clone());
+                Some((
+                    failure_message(validation, from_expression),
+                    validation["reason"].as_str().unwrap_or_default().to_owned(),
+                ))
+            }
+            // As for a match condition: cel-go's checker would have refused a non-`bool` expression.
+            (Ok(_), _) => Some((
+                match_conditions::compilation_error("must evaluate to bool"),
+                String::new(),
+            ))
+            .filter(|_| fail),
+        };
+        if let Some((message, reason)) = failure {
+            failures.push((message, reason, index));
+        }
+    }
+    let mut run = FilterRun::new(variables, costs, cost::RUNTIME_CEL_COST_BUDGET);
+    let mut annotations = Vec::new();
+    for annotation in spec("auditAnnotations") {
+        match audit_annotation(annotation, &mut run) {
+            Ok(Some(annotation)) => annotations.push(annotation),
+            Ok(None) => {}
+            Err(FilterError::OutOfBudget) => return (out_of_budget(fail), Vec::new()),
+            Err(FilterError::Expression(error)) if fail => failures.push((error, String::new(), 0)),
+            Err(FilterError::Expression(_)) => {}
+        }
+    }
+    (failures, annotations)
+}
+
+/// The `messageExpression` of each validation, evaluated in `run` as upstream's message filter: a
+/// usable message (a non-blank single-line string, trimmed) or `None`; `Err` when the run is out of
+/// budget.
+fn message_expressions(
+    validations: &[Value],
+    run: &mut FilterRun<'_>,
+) -> Result<Vec<Option<String>>, FilterError> {
+    let mut messages = Vec::with_capacity(validations.len());
+    for validation in validations {
+        let Some(source) = validation["messageExpression"].as_str() else {
+            messages.push(None);
+            continue;
+        };
+        let message = match cel::compile(source, VARIABLES) {
+            Err(_) => None,
+            Ok(compiled) => match run.evaluate(source, &compiled) {
+                Err(FilterError::OutOfBudget) => return Err(FilterError::OutOfBudget),
+                Ok(::cel::Value::String(s)) if !s.trim().is_empty() && !s.contains('\n') => {
+                    Some(s.trim().to_owned())
+                }
+                _ => None,
+            },
+        };
+        messages.push(message);
+    }
+    Ok(messages)
+}
+
+/// The message of a failed validation: its `messageExpression`'s, its `message`, or `failed
+/// expression: <expression>`.
+fn failure_message(validation: &Value, from_expression: Option<String>) -> String {
+    from_expression.unwrap_or_else(|| match validation["message"].as_str() {
+        Some(message) if !message.is_empty() => message.to_owned(),
+        _ => format!(
+            "failed expression: {}",
+            validation["expression"].as_str().unwrap_or_default().trim()
+        ),
+    })
 }
 
 /// The refusal of a `Deny` binding: `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy 'p'
@@ -149,10 +243,18 @@ fn denial(
     status
 }
 
+/// A policy's composited `variables`: the CEL map, and what each costs.
+pub(super) struct Composited {
+    pub value: ::cel::Value,
+    pub costs: VariableCosts,
+}
+
 /// A policy's `variables`, evaluated in order (each sees the ones before it), as the CEL map
-/// `variables`; one that does not compile or evaluate is left out.
-pub(super) fn composited_variables(policy: &Value, bound: &[(&str, ::cel::Value)]) -> ::cel::Value {
+/// `variables`; one that does not compile or evaluate is left out, as is one whose estimated cost is
+/// over the per-call limit (upstream's would be cancelled), which is not evaluated at all.
+pub(super) fn composited_variables(policy: &Value, bound: &[(&str, ::cel::Value)]) -> Composited {
     let mut values: std::collections::HashMap<String, ::cel::Value> = std::collections::HashMap::new();
+    let mut costs = VariableCosts::default();
     let declared = policy
         .pointer("/spec/variables")
         .and_then(Value::as_array)
@@ -167,11 +269,19 @@ pub(super) fn composited_variables(policy: &Value, bound: &[(&str, ::cel::Value)
         let Ok(compiled) = cel::compile(expression, VARIABLES) else {
             continue;
         };
+        let estimate = compiled.cost(match_conditions::data_size(&scope));
+        costs.insert(name, estimate, compiled.variables_named.clone());
+        if estimate > cost::PER_CALL_LIMIT {
+            continue;
+        }
         if let Ok(value) = cel::evaluate(&compiled, &scope) {
             values.insert(name.to_owned(), value);
         }
     }
-    ::cel::Value::from(values)
+    Composited {
+        value: ::cel::Value::from(values),
+        costs,
+    }
 }
 
 /// One evaluation of a policy for a binding and one of its params.
@@ -209,51 +319,37 @@ fn evaluate_binding(
     } = *evaluation;
     let actions = &evaluation.actions;
     let mut variables = variables.to_vec();
-    variables.push(("variables", composited_variables(policy, &variables)));
+    let composited = composited_variables(policy, &variables);
+    variables.push(("variables", composited.value));
     let conditions: Vec<MatchCondition> = policy
         .pointer("/spec/matchConditions")
         .cloned()
         .and_then(|c| serde_json::from_value(c).ok())
         .unwrap_or_default();
-    let mut failures = Vec::new();
-    match match_conditions::evaluate_with(&conditions, VARIABLES, &variables, fail) {
-        MatchResult::Matches => {}
+    let mut run = FilterRun::new(
+        &variables,
+        &composited.costs,
+        cost::RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS,
+    );
+    let failures = match match_conditions::evaluate_with(&conditions, VARIABLES, &mut run, fail) {
+        MatchResult::Matches => {
+            let (failures, annotations) = validate(policy, &variables, &composited.costs, fail);
+            for (key, value) in annotations {
+                let values = findings
+                    .annotations
+                    .entry(format!("{policy_name}/{key}"))
+                    .or_default();
+                if !values.contains(&value) {
+                    values.push(value);
+                }
+            }
+            failures
+        }
         MatchResult::Skipped => return Ok(()),
         // Upstream's validator: an error under `Fail` is a denying decision with the error as its
         // message, acted on as the binding's `validationActions` say (under `Ignore` it is skipped).
-        MatchResult::Error(error) => failures.push((error, String::new(), 0)),
-    }
-    if failures.is_empty() {
-        let validations = policy
-            .pointer("/spec/validations")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
-        for (index, validation) in validations.iter().enumerate() {
-            if let Decision::Deny(message, reason) = evaluate_validation(validation, &variables, fail) {
-                failures.push((message, reason, index));
-            }
-        }
-        for annotation in policy
-            .pointer("/spec/auditAnnotations")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice)
-        {
-            match audit_annotation(annotation, &variables) {
-                Ok(Some((key, value))) => {
-                    let values = findings
-                        .annotations
-                        .entry(format!("{policy_name}/{key}"))
-                        .or_default();
-                    if !values.contains(&value) {
-                        values.push(value);
-                    }
-                }
-                Ok(None) => {}
-                Err(error) if fail => failures.push((error, String::new(), 0)),
-                Err(_) => {}
-            }
-        }
-    }
+        MatchResult::Error(error) => vec![(error, String::new(), 0)],
+    };
     let mut denied = None;
     for (message, reason, index) in failures {
         if actions.contains(&"Deny") && denied.is_none() {
@@ -299,18 +395,18 @@ fn publish_validation_failure(
 /// `null`: no annotation), or upstream's error.
 fn audit_annotation(
     annotation: &Value,
-    variables: &[(&str, ::cel::Value)],
-) -> Result<Option<(String, String)>, String> {
+    run: &mut FilterRun<'_>,
+) -> Result<Option<(String, String)>, FilterError> {
     let key = annotation["key"].as_str().unwrap_or_default();
     let expression = annotation["valueExpression"].as_str().unwrap_or_default();
     // Upstream's filter words the errors of a `valueExpression` as those of any expression.
-    match match_conditions::evaluate_condition(expression, VARIABLES, variables)? {
+    match match_conditions::evaluate_condition(expression, VARIABLES, run)? {
         ::cel::Value::Null => Ok(None),
         ::cel::Value::String(value) => Ok(Some((key.to_owned(), value.to_string()))),
-        other => Err(format!(
+        other => Err(FilterError::Expression(format!(
             "valueExpression '{expression}' resulted in unsupported return type: {}. Return type must be either string or null.",
             other.type_of()
-        )),
+        ))),
     }
 }
 
@@ -507,10 +603,9 @@ mod tests {
             ),
             ("oldObject", ::cel::Value::Null),
         ];
-        match evaluate_validation(&validation, &variables, fail) {
-            Decision::Admit => None,
-            Decision::Deny(message, reason) => Some((message, reason)),
-        }
+        let policy = json!({"spec": {"validations": [validation]}});
+        let (mut failures, _) = validate(&policy, &variables, &VariableCosts::default(), fail);
+        failures.pop().map(|(message, reason, _)| (message, reason))
     }
 
     #[test]
@@ -524,7 +619,7 @@ mod tests {
             "object",
             cel::value::to_cel(&json!({"metadata": {"name": "settings"}})),
         )];
-        let variables = [("variables", composited_variables(&policy, &bound))];
+        let variables = [("variables", composited_variables(&policy, &bound).value)];
         let check = |expression: &str| {
             let compiled = cel::compile(expression, VARIABLES).expect("compiles");
             cel::evaluate(&compiled, &variables).map_err(|e| e.to_string())
@@ -572,5 +667,59 @@ mod tests {
         assert_eq!(decide(broken, false), None, "Ignore admits on an error");
         assert_eq!(reason_code("Forbidden"), (403, StatusReason::Forbidden));
         assert_eq!(reason_code(""), (422, StatusReason::Invalid));
+    }
+
+    #[test]
+    fn costs_are_charged_as_upstreams_validator_charges_them() {
+        let items: Vec<u64> = (0..1_000).collect();
+        let variables = [("object", cel::value::to_cel(&json!({"items": items})))];
+        let nested = "object.items.all(x, object.items.all(y, x + y >= 0))";
+        let costly = json!({"expression": nested});
+        let run = |validations: Vec<Value>, fail: bool| {
+            let policy = json!({"spec": {"validations": validations}});
+            validate(&policy, &variables, &VariableCosts::default(), fail).0
+        };
+        let failure = |message: &str, index: usize| (message.to_owned(), String::new(), index);
+        let cancelled = format!(
+            "expression '{nested}' resulted in error: operation cancelled: actual cost limit exceeded"
+        );
+        assert_eq!(
+            run(vec![costly.clone(), json!({"expression": "false"})], true),
+            vec![failure(&cancelled, 0), failure("failed expression: false", 1)],
+            "a call over the limit is its validation's error, the others still run"
+        );
+        assert_eq!(
+            run(vec![costly.clone(), json!({"expression": "false"})], false),
+            vec![failure("failed expression: false", 1)]
+        );
+        assert_eq!(
+            run(vec![costly.clone(); 11], true),
+            vec![failure(cost::OUT_OF_BUDGET, 0)],
+            "ten cancelled calls spend the budget, the eleventh ends the run"
+        );
+        assert_eq!(run(vec![costly.clone(); 11], false), Vec::new());
+        let mut validations = vec![costly; 9];
+        validations.extend([
+            json!({"expression": "true", "messageExpression": nested}),
+            json!({"expression": "false", "message": "no"}),
+        ]);
+        let mut expected: Vec<_> = (0..9).map(|i| failure(&cancelled, i)).collect();
+        let message = format!("failed messageExpression: {}", cost::OUT_OF_BUDGET);
+        expected.extend([failure(&message, 9), failure(&message, 10)]);
+        assert_eq!(
+            run(validations, true),
+            expected,
+            "message expressions run on what the validations left, and when it is not enough every \
+             validation that did not fail to evaluate is that error"
+        );
+        let annotations = json!({"spec": {
+            "validations": [{"expression": "false"}],
+            "auditAnnotations": vec![json!({"key": "k", "valueExpression": format!("{nested} ? 'a' : 'b'")}); 11],
+        }});
+        assert_eq!(
+            validate(&annotations, &variables, &VariableCosts::default(), true).0,
+            vec![failure(cost::OUT_OF_BUDGET, 0)],
+            "audit annotations have a budget of their own, and spending it replaces every decision"
+        );
     }
 }

@@ -2,14 +2,26 @@
 //! called (upstream `plugin/webhook/matchconditions/matcher.go`, GA since 1.30).
 //!
 //! Each is evaluated with `object`, `oldObject` and `request` (the `AdmissionRequest` the webhook
-//! would get) bound; `authorizer` is not available here, so an expression naming it is an error. In
-//! order: a condition that is `false` skips the webhook at once, whatever errors came before; when
+//! would get) bound; `authorizer` is not available here, so an expression naming it is an error. All
+//! are evaluated: a condition that is `false` skips the webhook, whatever errors the others had; when
 //! none is false but some failed (not compiling, failing to evaluate, not a boolean), the webhook's
 //! `failurePolicy` decides: `Fail` refuses the request with upstream's 403, `Ignore` skips the webhook.
+//!
+//! Costs: the expressions of one run of an admission filter (upstream's `ForInput`: a webhook's or a
+//! policy binding's conditions, a binding's validations, …) share a budget ([`FilterRun`]), each call
+//! estimated as [`cel::cost`] estimates a CRD rule's, over all the data bound. A call over the per-call
+//! limit is its expression's error (`expression '<e>' resulted in error: operation cancelled: actual
+//! cost limit exceeded`); a run whose budget is spent stops with `validation failed due to running out
+//! of cost budget, no further validation rules will be run`, which the conditions report as their
+//! error (under `failurePolicy`, whatever they decided before). Conditions have
+//! `RuntimeCELCostBudgetMatchConditions` (2,500,000) per webhook or binding evaluation.
+
+use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
 
 use crate::cel;
+use crate::cel::cost::{self, Budget, Call};
 
 /// One of a webhook's `matchConditions`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -34,6 +46,105 @@ pub(crate) enum MatchResult {
     Error(String),
 }
 
+/// The estimated costs of a policy's composited variables. Upstream evaluates a variable lazily, once
+/// per filter run, and charges what it cost to the run when an expression first names it: by name,
+/// its estimate and the variables it names itself.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct VariableCosts(HashMap<String, (u64, Vec<String>)>);
+
+impl VariableCosts {
+    pub(crate) fn insert(&mut self, name: &str, cost: u64, named: Vec<String>) {
+        self.0.insert(name.to_owned(), (cost, named));
+    }
+}
+
+/// Why an expression of a [`FilterRun`] gave no value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FilterError {
+    /// Its own error, as upstream's filter words it; the run goes on.
+    Expression(String),
+    /// The run's budget is spent: upstream stops the whole run ([`cost::OUT_OF_BUDGET`]).
+    OutOfBudget,
+}
+
+/// One run of an admission filter over a request (upstream's `ForInput`): the variables bound, their
+/// size for the cost estimate, the budget its expressions share and the composited variables charged.
+pub(crate) struct FilterRun<'a> {
+    variables: &'a [(&'a str, ::cel::Value)],
+    variable_costs: &'a VariableCosts,
+    data_size: u64,
+    budget: Budget,
+    charged: HashSet<String>,
+}
+
+impl<'a> FilterRun<'a> {
+    /// A run with `variables` bound (`variable_costs`: those of the composited `variables`) and
+    /// `budget` to spend.
+    pub(crate) fn new(
+        variables: &'a [(&'a str, ::cel::Value)],
+        variable_costs: &'a VariableCosts,
+        budget: u64,
+    ) -> Self {
+        FilterRun {
+            variables,
+            variable_costs,
+            data_size: data_size(variables),
+            budget: Budget::new(budget),
+            charged: HashSet::new(),
+        }
+    }
+
+    /// Evaluates `compiled` (whose source is `expression`) after charging the variables it names
+    /// (those not charged yet in this run, and what they name) and then its own estimate.
+    pub(crate) fn evaluate(
+        &mut self,
+        expression: &str,
+        compiled: &cel::Expression,
+    ) -> Result<::cel::Value, FilterError> {
+        let composition = compiled
+            .variables_named
+            .iter()
+            .fold(0u64, |sum, name| sum.saturating_add(self.variable_cost(name)));
+        self.budget
+            .spend(composition)
+            .map_err(|_| FilterError::OutOfBudget)?;
+        let resulted_in = |error: &str| format!("expression '{expression}' resulted in error: {error}");
+        match self.budget.charge(compiled.cost(self.data_size)) {
+            Err(_) => Err(FilterError::OutOfBudget),
+            Ok(Call::Cancelled) => Err(FilterError::Expression(resulted_in(cost::CALL_LIMIT_EXCEEDED))),
+            Ok(Call::Runs) => cel::evaluate(compiled, self.variables)
+                .map_err(|e| FilterError::Expression(resulted_in(&cel::error_text(&e)))),
+        }
+    }
+
+    #[cfg(test)]
+    fn remaining(&self) -> u64 {
+        self.budget.remaining()
+    }
+
+    /// What evaluating variable `name` (and the variables it names) adds to the run, once: each
+    /// evaluation costs its estimate, at most the per-call limit.
+    fn variable_cost(&mut self, name: &str) -> u64 {
+        let costs = self.variable_costs;
+        let Some((own, named)) = costs.0.get(name) else {
+            return 0;
+        };
+        if !self.charged.insert(name.to_owned()) {
+            return 0;
+        }
+        named.iter().fold((*own).min(cost::PER_CALL_LIMIT), |sum, inner| {
+            sum.saturating_add(self.variable_cost(inner))
+        })
+    }
+}
+
+/// The size of the data bound to an expression, which its cost is estimated over.
+pub(crate) fn data_size(variables: &[(&str, ::cel::Value)]) -> u64 {
+    variables.iter().fold(0u64, |sum, (_, value)| {
+        sum.saturating_add(cel::value::cel_size(value))
+    })
+}
+
 /// Evaluates `conditions` with `variables` bound (see the module docs); `fail` is
 /// `failurePolicy: Fail`.
 pub(crate) fn evaluate(
@@ -41,28 +152,41 @@ pub(crate) fn evaluate(
     variables: &[(&str, ::cel::Value)],
     fail: bool,
 ) -> MatchResult {
-    evaluate_with(conditions, VARIABLES, variables, fail)
+    let costs = VariableCosts::default();
+    let mut run = FilterRun::new(variables, &costs, cost::RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS);
+    evaluate_with(conditions, VARIABLES, &mut run, fail)
 }
 
-/// [`evaluate`] where the expressions may name `names` (a `ValidatingAdmissionPolicy`'s conditions
-/// also see `params`, `namespaceObject` and `variables`).
+/// [`evaluate`] in `run` (whose budget is the conditions'), where the expressions may name `names` (a
+/// policy's conditions also see `params`, `namespaceObject` and `variables`).
 pub(crate) fn evaluate_with(
     conditions: &[MatchCondition],
     names: &[&str],
-    variables: &[(&str, ::cel::Value)],
+    run: &mut FilterRun<'_>,
     fail: bool,
 ) -> MatchResult {
     let mut errors = Vec::new();
+    let mut skipped = false;
     for condition in conditions {
-        match evaluate_condition(&condition.expression, names, variables) {
-            Ok(::cel::Value::Bool(false)) => return MatchResult::Skipped,
+        match evaluate_condition(&condition.expression, names, run) {
+            // Upstream's filter runs them all, then its matcher looks at the results: a false one
+            // skips, unless the run itself failed.
+            Ok(::cel::Value::Bool(false)) => skipped = true,
             Ok(::cel::Value::Bool(true)) => {}
             // cel-go's checker refuses an expression whose type is not `bool` at compile time
             // (`must evaluate to bool`), which upstream's filter reports as a compilation error; the
             // crate has no checker, so the same text comes when the value is not a boolean.
             Ok(_) => errors.push(compilation_error("must evaluate to bool")),
-            Err(error) => errors.push(error),
+            Err(FilterError::Expression(error)) => errors.push(error),
+            // The run failed: its error, whatever the conditions before it said.
+            Err(FilterError::OutOfBudget) if fail => {
+                return MatchResult::Error(cost::OUT_OF_BUDGET.to_owned());
+            }
+            Err(FilterError::OutOfBudget) => return MatchResult::Skipped,
         }
+    }
+    if skipped {
+        return MatchResult::Skipped;
     }
     match (errors.len(), fail) {
         (0, _) => MatchResult::Matches,
@@ -81,16 +205,12 @@ pub(crate) fn evaluate_with(
 pub(crate) fn evaluate_condition(
     expression: &str,
     names: &[&str],
-    variables: &[(&str, ::cel::Value)],
-) -> Result<::cel::Value, String> {
-    let compiled = cel::compile(expression, names)
-        .map_err(|e| compilation_error(&format!("compilation failed: {}", e.issues)))?;
-    cel::evaluate(&compiled, variables).map_err(|e| {
-        format!(
-            "expression '{expression}' resulted in error: {}",
-            cel::error_text(&e)
-        )
-    })
+    run: &mut FilterRun<'_>,
+) -> Result<::cel::Value, FilterError> {
+    let compiled = cel::compile(expression, names).map_err(|e| {
+        FilterError::Expression(compilation_error(&format!("compilation failed: {}", e.issues)))
+    })?;
+    run.evaluate(expression, &compiled)
 }
 
 /// Upstream's filter's text for an expression whose compilation failed with `detail` (the
@@ -183,6 +303,91 @@ mod tests {
         assert!(
             message.starts_with("compilation error: compilation failed: ERROR: <input>:1:"),
             "{message}"
+        );
+    }
+
+    /// An object with a list of `n` numbers, and a condition visiting it once per element: cel-go's
+    /// cost grows as n², as the estimate does.
+    fn large(n: usize) -> Vec<(&'static str, ::cel::Value)> {
+        let items: Vec<u64> = (0..n as u64).collect();
+        vec![
+            ("object", cel::value::to_cel(&json!({"items": items}))),
+            ("oldObject", ::cel::Value::Null),
+            ("request", cel::value::to_cel(&json!({"operation": "CREATE"}))),
+        ]
+    }
+
+    const NESTED: &str = "object.items.all(x, object.items.all(y, x + y >= 0))";
+
+    #[test]
+    fn a_condition_over_the_per_call_limit_is_cancelled_and_the_budget_stops_the_run() {
+        let v = large(1_000);
+        let cancelled = format!(
+            "expression '{NESTED}' resulted in error: operation cancelled: actual cost limit exceeded"
+        );
+        assert_eq!(
+            evaluate(&conditions(&[NESTED]), &v, true),
+            MatchResult::Error(cancelled.clone())
+        );
+        assert_eq!(evaluate(&conditions(&[NESTED]), &v, false), MatchResult::Skipped);
+        assert_eq!(
+            evaluate(&conditions(&[NESTED, NESTED]), &v, true),
+            MatchResult::Error(format!("[{cancelled}, {cancelled}]")),
+            "two cancelled calls spend 2,000,000 of the conditions' 2,500,000"
+        );
+        let out = MatchResult::Error(
+            "validation failed due to running out of cost budget, no further validation rules will be run"
+                .to_owned(),
+        );
+        assert_eq!(evaluate(&conditions(&[NESTED, NESTED, NESTED]), &v, true), out);
+        assert_eq!(
+            evaluate(&conditions(&["false", NESTED, NESTED, NESTED]), &v, true),
+            out,
+            "the run failed, whatever a condition decided before"
+        );
+        assert_eq!(
+            evaluate(&conditions(&[NESTED, NESTED, NESTED]), &v, false),
+            MatchResult::Skipped
+        );
+        let small = large(10);
+        assert_eq!(
+            evaluate(&conditions(&[NESTED, NESTED, NESTED]), &small, true),
+            MatchResult::Matches,
+            "cheap on little data"
+        );
+    }
+
+    #[test]
+    fn variables_are_charged_once_per_run_with_what_they_name() {
+        let v = variables();
+        let mut costs = VariableCosts::default();
+        costs.insert("a", 300_000, Vec::new());
+        costs.insert("b", 2_000_000, vec!["a".to_owned()]);
+        let mut run = FilterRun::new(&v, &costs, 10_000_000);
+        let compile = |source: &str| cel::compile(source, &["object", "variables"]).expect("compiles");
+        let expression = compile("true || variables.b");
+        assert_eq!(
+            run.evaluate("true || variables.b", &expression),
+            Ok(::cel::Value::Bool(true))
+        );
+        let own = expression.cost(data_size(&v));
+        assert_eq!(
+            run.remaining(),
+            10_000_000 - 300_000 - 1_000_000 - own,
+            "b at most the per-call limit, a once though b names it"
+        );
+        let again = compile("true || variables.a == 1");
+        run.evaluate("true || variables.a == 1", &again)
+            .expect("evaluates");
+        assert_eq!(
+            run.remaining(),
+            10_000_000 - 300_000 - 1_000_000 - own - again.cost(data_size(&v)),
+            "a is not charged again"
+        );
+        let mut poor = FilterRun::new(&v, &costs, 1_000_000);
+        assert_eq!(
+            poor.evaluate("true || variables.b", &expression),
+            Err(FilterError::OutOfBudget)
         );
     }
 }
