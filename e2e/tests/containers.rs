@@ -52,20 +52,20 @@ mod with_docker {
             .flag("--request-timeout=2s")
     }
 
-    /// `a` without batch/v1, `b` and `c` with it, all 1.36; `None` (after saying why) when the
-    /// suite cannot run here.
-    async fn three_servers() -> Option<ContainerCluster> {
+    /// The `apiserver-fake` binary built with etcd ([`fake_binary`]), when a Docker engine answers too;
+    /// otherwise `None`, after saying why the test is skipped ([`skip`]).
+    fn docker_and_binary() -> Option<std::path::PathBuf> {
         if !docker_available() {
             skip("no Docker engine answers `docker info`");
             return None;
         }
-        let binary = match fake_binary() {
-            Ok(binary) => binary,
-            Err(why) => {
-                skip(&why);
-                return None;
-            }
-        };
+        fake_binary().map_err(|why| skip(&why)).ok()
+    }
+
+    /// `a` without batch/v1, `b` and `c` with it, all 1.36; `None` (after saying why) when the
+    /// suite cannot run here.
+    async fn three_servers() -> Option<ContainerCluster> {
+        let binary = docker_and_binary()?;
         let cluster = ContainerClusterBuilder::new()
             .server("a", "1.36", |s| fast(s).runtime_config("batch/v1=false"))
             .server("b", "1.36", fast)
@@ -91,14 +91,27 @@ mod with_docker {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// A proxied request that failed because its peer vanished: 503 with Go's dial error text, or
-    /// 504 when it hung on a connection to a host that no longer answers.
-    fn peer_gone(code: u16, body: &str) -> bool {
-        match code {
+    /// Asserts that every one of `failures` is a proxied request that failed because its peer
+    /// vanished: 503 with Go's dial error text, or 504 when it hung on a connection to a host that no
+    /// longer answers.
+    fn assert_peer_gone(failures: &[(u16, String)]) {
+        let peer_gone = |code: u16, body: &str| match code {
             503 => body.starts_with("dial tcp ") || body.contains("Error getting ip and port info"),
             504 => body.contains("\"reason\":\"Timeout\""),
             _ => false,
-        }
+        };
+        assert!(
+            failures.iter().all(|(code, body)| peer_gone(*code, body)),
+            "{failures:?}"
+        );
+    }
+
+    /// A client of `a`, once 20 lists of Jobs in a row through it succeeded (within 10 s): the
+    /// cluster is steady before a test injects its fault.
+    async fn steady_a(cluster: &ContainerCluster) -> HttpsClient {
+        let a = cluster.client("a").unwrap();
+        assert!(until_steady(&a, Duration::from_secs(10)).await.is_empty());
+        a
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,14 +119,10 @@ mod with_docker {
         let Some(mut cluster) = three_servers().await else {
             return;
         };
-        let a = cluster.client("a").unwrap();
-        assert!(until_steady(&a, Duration::from_secs(10)).await.is_empty());
+        let a = steady_a(&cluster).await;
         cluster.kill("b").await.unwrap();
         let failures = until_steady(&a, Duration::from_secs(20)).await;
-        assert!(
-            failures.iter().all(|(code, body)| peer_gone(*code, body)),
-            "{failures:?}"
-        );
+        assert_peer_gone(&failures);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,8 +130,7 @@ mod with_docker {
         let Some(cluster) = three_servers().await else {
             return;
         };
-        let a = cluster.client("a").unwrap();
-        assert!(until_steady(&a, Duration::from_secs(10)).await.is_empty());
+        let a = steady_a(&cluster).await;
         cluster.pause("b").await.unwrap();
         let failures = until_steady(&a, Duration::from_secs(20)).await;
         assert!(!failures.is_empty(), "a picked the paused b at least once");
@@ -153,15 +161,11 @@ mod with_docker {
         let Some(mut cluster) = three_servers().await else {
             return;
         };
-        let a = cluster.client("a").unwrap();
-        assert!(until_steady(&a, Duration::from_secs(10)).await.is_empty());
+        let a = steady_a(&cluster).await;
         cluster.disconnect("b").await.unwrap();
         // b cannot renew its record in etcd either: it lapses and a stops choosing b.
         let failures = until_steady(&a, Duration::from_secs(20)).await;
-        assert!(
-            failures.iter().all(|(code, body)| peer_gone(*code, body)),
-            "{failures:?}"
-        );
+        assert_peer_gone(&failures);
         cluster.reconnect("b").await.unwrap();
         let b = cluster.client("b").unwrap();
         let last = std::cell::RefCell::new(String::new());
@@ -185,16 +189,8 @@ mod with_docker {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_rolling_restart_onto_a_newer_version_never_answers_a_false_404() {
-        if !docker_available() {
-            skip("no Docker engine answers `docker info`");
+        let Some(binary) = docker_and_binary() else {
             return;
-        }
-        let binary = match fake_binary() {
-            Ok(binary) => binary,
-            Err(why) => {
-                skip(&why);
-                return;
-            }
         };
         let gate = |s: ServerBuilder| fast(s).feature_gate(e2e::MVP_GATE, true);
         let mut cluster = ContainerClusterBuilder::new()
@@ -215,70 +211,6 @@ mod with_docker {
             assert_eq!(cluster.client(name).unwrap().get(maps).await.unwrap().code(), 200);
         }
     }
-    /// The built binary's `cluster` with `run: containers`: waits (up to 3 minutes: the first start
-    /// builds the images) for `DIR/cluster.json`, stops it with SIGTERM on drop.
-    struct BinaryCluster {
-        child: std::process::Child,
-    }
-
-    impl BinaryCluster {
-        fn start(binary: &std::path::Path, dir: &std::path::Path, config: &str) -> (Self, serde_json::Value) {
-            let file = dir.join("cluster.yaml");
-            std::fs::write(&file, config).expect("config file");
-            let log = std::fs::File::create(dir.join("cluster.out")).expect("log");
-            let child = std::process::Command::new(binary)
-                .arg("cluster")
-                .arg("--dir")
-                .arg(dir)
-                .arg("--config")
-                .arg(&file)
-                .args(["--port", "0", "--no-controller-manager"])
-                .stdout(log.try_clone().expect("log"))
-                .stderr(log)
-                .spawn()
-                .expect("the binary runs");
-            let mut cluster = Self { child };
-            let manifest = kube_mvp_testing::eventually_blocking(
-                "cluster.json to be written",
-                Duration::from_secs(180),
-                Duration::from_millis(200),
-                || {
-                    if let Ok(text) = std::fs::read_to_string(dir.join("cluster.json"))
-                        && let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&text)
-                    {
-                        return Some(manifest);
-                    }
-                    if let Some(status) = cluster.child.try_wait().expect("wait") {
-                        let out = std::fs::read_to_string(dir.join("cluster.out")).unwrap_or_default();
-                        panic!("cluster exited ({status}): {out}");
-                    }
-                    None
-                },
-            )
-            .unwrap_or_else(|e| {
-                let out = std::fs::read_to_string(dir.join("cluster.out")).unwrap_or_default();
-                panic!("{e}: {out}")
-            });
-            (cluster, manifest)
-        }
-
-        /// SIGTERM, then waits for the process to end.
-        fn stop(&mut self) -> std::process::ExitStatus {
-            let _ = std::process::Command::new("kill")
-                .arg(self.child.id().to_string())
-                .status();
-            self.child.wait().expect("wait")
-        }
-    }
-
-    impl Drop for BinaryCluster {
-        fn drop(&mut self) {
-            if self.child.try_wait().ok().flatten().is_none() {
-                self.stop();
-            }
-        }
-    }
-
     fn docker_lines(args: &[&str]) -> Vec<String> {
         let output = std::process::Command::new("docker")
             .args(args)
@@ -292,33 +224,33 @@ mod with_docker {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn cluster_with_run_containers_serves_three_versions_through_the_balancer_and_cleans_up() {
-        if !docker_available() {
-            skip("no Docker engine answers `docker info`");
+        let Some(binary) = docker_and_binary() else {
             return;
-        }
-        let binary = match fake_binary() {
-            Ok(binary) => binary,
-            Err(why) => {
-                skip(&why);
-                return;
-            }
         };
         let Some(kubectl) = e2e::Kubectl::find() else {
             return;
         };
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = "servers:\n\
-            - {name: old, version: \"1.34\", feature-gates: \"UnknownVersionInteroperabilityProxy=true\"}\n\
-            - {name: mid, version: \"1.35\", feature-gates: \"UnknownVersionInteroperabilityProxy=true\"}\n\
-            - {name: new, version: \"1.36\"}\n\
-            store: etcd\nrun: containers\nlb: embedded\n";
-        let (mut cluster, manifest) = BinaryCluster::start(&binary, dir.path(), config);
-        let etcd = manifest["etcd"].as_str().expect("etcd").to_owned();
+        let proxy = |s: kube_mvp_testing::ServerBuilder| s.feature_gate(e2e::MVP_GATE, true);
+        let cluster = kube_mvp_testing::ClusterBuilder::new()
+            .server("old", |s| proxy(s.version("1.34")))
+            .server("mid", |s| proxy(s.version("1.35")))
+            .server("new", |s| s.version("1.36"))
+            .store(kube_mvp_testing::Store::Etcd)
+            .run(kube_mvp_testing::Run::Containers)
+            .load_balancer(kube_mvp_testing::LoadBalancer::Embedded)
+            .controller_manager(false)
+            .binary(&binary)
+            // The first start builds the images.
+            .startup_timeout(Duration::from_secs(180))
+            .start()
+            .await
+            .expect("the cluster starts");
+        let etcd = cluster.etcd().expect("etcd").to_owned();
         let network = etcd
             .trim_start_matches("http://")
             .trim_end_matches("-etcd:2379")
             .to_owned();
-        assert!(network.starts_with("kube-mvp-"), "{manifest}");
+        assert!(network.starts_with("kube-mvp-"), "{etcd}");
         let names = docker_lines(&[
             "ps",
             "--format",
@@ -332,8 +264,13 @@ mod with_docker {
                 "{server} runs in a container: {names:?}"
             );
         }
-        let kubeconfig = dir.path().join("cluster.kubeconfig");
-        let through = e2e::Kubectl::new(kubectl, kubeconfig, dir.path()).with_output_filter(e2e::redact_text);
+        let kubeconfig = cluster
+            .balancer()
+            .expect("the embedded balancer")
+            .kubeconfig
+            .clone();
+        let through =
+            e2e::Kubectl::new(kubectl, kubeconfig, cluster.dir()).with_output_filter(e2e::redact_text);
         let mut versions = std::collections::BTreeSet::new();
         for _ in 0..9 {
             let out = through
@@ -349,7 +286,11 @@ mod with_docker {
             ["34", "35", "36"],
             "round robin over the three containers"
         );
-        assert!(cluster.stop().success(), "SIGTERM ends the cluster cleanly");
+        let stopped = cluster.stop().await;
+        assert!(
+            stopped.is_some_and(|s| s.success()),
+            "SIGTERM ends the cluster cleanly: {stopped:?}"
+        );
         let left = docker_lines(&[
             "ps",
             "--all",
@@ -373,16 +314,8 @@ mod with_docker {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn upgrade_with_run_containers_shows_false_404s_only_without_the_proxy() {
-        if !docker_available() {
-            skip("no Docker engine answers `docker info`");
+        let Some(binary) = docker_and_binary() else {
             return;
-        }
-        let binary = match fake_binary() {
-            Ok(binary) => binary,
-            Err(why) => {
-                skip(&why);
-                return;
-            }
         };
         let out = tempfile::tempdir().expect("tempdir");
         let output = tokio::process::Command::new(&binary)

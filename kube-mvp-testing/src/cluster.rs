@@ -1,14 +1,14 @@
 //! [`Cluster`]: a running `apiserver-fake cluster`, read through the `cluster.json` it writes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::eventually::POLL_INTERVAL;
 use crate::kubectl::Kubectl;
+use crate::process::{ClusterProcess, Signal, send};
 
 /// One server, as `cluster.json` names it.
 #[derive(Debug, Clone, Deserialize)]
@@ -48,6 +48,8 @@ struct Manifest {
     servers: Vec<Server>,
     #[serde(default)]
     lb: Option<Balancer>,
+    #[serde(default)]
+    etcd: Option<String>,
 }
 
 /// The cluster's directory: a temporary one removed with the cluster, or the caller's.
@@ -61,15 +63,13 @@ enum Dir {
 /// stops every server, etcd, the balancer and any containers; then its temporary directory goes.
 #[derive(Debug)]
 pub struct Cluster {
-    child: Option<Child>,
-    // Declared after `child`: the directory is removed only once the process is gone.
+    process: Option<ClusterProcess>,
+    // Declared after `process`: the directory is removed only once the process is gone.
     dir: Dir,
     servers: Vec<Server>,
     balancer: Option<Balancer>,
+    etcd: Option<String>,
 }
-
-/// How long a stop waits for the `cluster` process to clean up after SIGTERM before killing it.
-const STOP_GRACE: Duration = Duration::from_secs(30);
 
 impl Cluster {
     pub(crate) async fn start(
@@ -98,70 +98,23 @@ impl Cluster {
         let config_path = path.join("kube-mvp-testing.yaml");
         std::fs::write(&config_path, config)
             .map_err(|e| Error::io(format!("write {}", config_path.display()), e))?;
-        let log_path = path.join("cluster.log");
-        let log = std::fs::File::create(&log_path)
-            .map_err(|e| Error::io(format!("create {}", log_path.display()), e))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| Error::io(format!("open {}", log_path.display()), e))?;
-        let child = Command::new(&binary)
-            .args(["cluster", "--port", "0", "--dir"])
-            .arg(&path)
-            .arg("--config")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .map_err(|e| Error::io(format!("run {}", binary.display()), e))?;
-        let mut cluster = Self {
-            child: Some(child),
+        let mut process = ClusterProcess::start(
+            &binary,
+            &path,
+            &[std::ffi::OsStr::new("--config"), config_path.as_os_str()],
+        )?;
+        let manifest = process.wait_for_manifest(timeout).await?;
+        let manifest: Manifest = serde_json::from_value(manifest).map_err(|e| Error::Manifest {
+            path: path.join("cluster.json"),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            process: Some(process),
             dir,
-            servers: Vec::new(),
-            balancer: None,
-        };
-        let manifest = cluster.wait_for_manifest(timeout).await?;
-        cluster.servers = manifest.servers;
-        cluster.balancer = manifest.lb;
-        Ok(cluster)
-    }
-
-    /// Waits for `cluster.json` (written atomically, last, once the cluster is up), failing at once
-    /// when the process exits first.
-    async fn wait_for_manifest(&mut self, timeout: Duration) -> Result<Manifest> {
-        let path = self.dir().join("cluster.json");
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                return serde_json::from_str(&text).map_err(|e| Error::Manifest {
-                    path,
-                    message: e.to_string(),
-                });
-            }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                self.child = None;
-                return Err(Error::ClusterExited {
-                    status: status.to_string(),
-                    log: self.log_tail(3),
-                });
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Error::Timeout {
-                    what: format!("{} (the cluster's log: {})", path.display(), self.log_tail(3)),
-                    seconds: timeout.as_secs(),
-                });
-            }
-            tokio::time::sleep(POLL_INTERVAL).await; // poll interval
-        }
-    }
-
-    /// The last `lines` non-empty lines of the cluster's log, joined by ` | `.
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        tail[tail.len().saturating_sub(lines)..].join(" | ")
+            servers: manifest.servers,
+            balancer: manifest.lb,
+            etcd: manifest.etcd,
+        })
     }
 
     /// The cluster's directory: PKI (`ca.crt`, `admin.crt`, …), kubeconfigs, `token`, `cluster.json`.
@@ -188,6 +141,13 @@ impl Cluster {
             .iter()
             .find(|s| s.name == name)
             .ok_or_else(|| Error::UnknownServer(name.to_owned()))
+    }
+
+    /// The etcd client URLs (comma-separated) the servers keep their objects in, when the store is
+    /// etcd (`Store::Etcd`: the private etcd the cluster started; in containers, its URL on the
+    /// cluster's Docker network).
+    pub fn etcd(&self) -> Option<&str> {
+        self.etcd.as_deref()
     }
 
     /// The load balancer, unless the cluster has none.
@@ -259,21 +219,16 @@ impl Cluster {
         })
     }
 
-    /// Stops the cluster (SIGTERM, so it removes its containers and balancer; SIGKILL after 30 s) and
-    /// waits for the `cluster` process to exit.
-    pub async fn stop(mut self) {
-        if let Some(mut child) = self.child.take() {
-            // Waiting is a blocking poll; keep it off the runtime's worker.
-            let _ = tokio::task::spawn_blocking(move || stop_child(&mut child)).await;
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            stop_child(&mut child);
-        }
+    /// Stops the cluster (SIGTERM, so it removes its containers and balancer; SIGKILL after
+    /// [`crate::process::STOP_GRACE`]) and waits for the `cluster` process to exit: how it exited
+    /// (success when it cleaned up on SIGTERM), `None` if that could not be learnt.
+    pub async fn stop(mut self) -> Option<ExitStatus> {
+        let mut process = self.process.take()?;
+        // Waiting is a blocking poll; keep it off the runtime's worker.
+        tokio::task::spawn_blocking(move || process.stop().ok())
+            .await
+            .ok()
+            .flatten()
     }
 }
 
@@ -288,45 +243,4 @@ async fn kube_client(kubeconfig: &Path, what: &str) -> Result<kube::Client> {
         .await
         .map_err(|e| error(e.to_string()))?;
     kube::Client::try_from(config).map_err(|e| error(e.to_string()))
-}
-
-#[derive(Clone, Copy)]
-enum Signal {
-    Kill,
-    Stop,
-    Cont,
-    Term,
-}
-
-#[cfg(unix)]
-fn send(pid: u32, signal: Signal) -> std::result::Result<(), String> {
-    use nix::sys::signal::{Signal as S, kill};
-    let pid = i32::try_from(pid).map_err(|_| format!("pid {pid} out of range"))?;
-    let signal = match signal {
-        Signal::Kill => S::SIGKILL,
-        Signal::Stop => S::SIGSTOP,
-        Signal::Cont => S::SIGCONT,
-        Signal::Term => S::SIGTERM,
-    };
-    kill(nix::unistd::Pid::from_raw(pid), signal).map_err(|e| format!("{signal} to pid {pid}: {e}"))
-}
-
-#[cfg(not(unix))]
-fn send(_pid: u32, _signal: Signal) -> std::result::Result<(), String> {
-    Err("signals need a Unix system".to_owned())
-}
-
-/// SIGTERM, then up to [`STOP_GRACE`] for the process to clean up, then SIGKILL.
-fn stop_child(child: &mut Child) {
-    if send(child.id(), Signal::Term).is_ok() {
-        let deadline = std::time::Instant::now() + STOP_GRACE;
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(POLL_INTERVAL); // poll interval
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }

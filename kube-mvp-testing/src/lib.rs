@@ -28,7 +28,8 @@
 //! [`binary::find`] says (`$KUBE_MVP_APISERVER_FAKE`, `PATH`, the cargo target directory); start-up
 //! returns once `cluster.json` is written, when every server is ready and every proxy knows its peers.
 //! Faults: [`Cluster::kill`], [`Cluster::pause`] and [`Cluster::resume`] on process servers.
-//! [`UpgradeReport`] reads what the binary's upgrade simulator (`apiserver-fake upgrade --out DIR`) found.
+//! [`ClusterProcess`] is that `cluster` command with the caller's own arguments, for tests of the
+//! binary's command line. [`UpgradeReport`] reads what the binary's upgrade simulator (`apiserver-fake upgrade --out DIR`) found.
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
@@ -38,6 +39,7 @@ pub mod cluster;
 pub mod error;
 pub mod eventually;
 pub mod kubectl;
+pub mod process;
 pub mod upgrade_report;
 
 pub use builder::{ClusterBuilder, LoadBalancer, Run, ServerBuilder, Store};
@@ -45,4 +47,5 @@ pub use cluster::{Balancer, Cluster, Server};
 pub use error::{Error, Result};
 pub use eventually::{eventually, eventually_blocking, until_steady};
 pub use kubectl::{Kubectl, KubectlOutput};
+pub use process::ClusterProcess;
 pub use upgrade_report::UpgradeReport;

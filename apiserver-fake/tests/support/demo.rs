@@ -1,61 +1,53 @@
 //! The built binary's `cluster` command as a script runs it: started, waited on through
-//! `cluster.json` only, and stopped.
+//! `cluster.json` only, and stopped — the shared fixture's [`ClusterProcess`] with this crate's binary.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use kube_mvp_testing::ClusterProcess;
 use serde_json::Value;
 
 use super::TestClient;
 
-/// A running `apiserver-fake cluster`; dropping it kills the command (SIGKILL).
-pub struct Demo {
-    pub child: Child,
+/// A running `apiserver-fake cluster` (this crate's binary, its output in `DIR/cluster.log`): the
+/// shared fixture's [`ClusterProcess`] (so `demo.child` is the command's process), except that
+/// dropping it kills the command (SIGKILL, as a crash would; a test wanting a clean stop signals it).
+pub struct Demo(ClusterProcess);
+
+impl std::ops::Deref for Demo {
+    type Target = ClusterProcess;
+    fn deref(&self) -> &ClusterProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Demo {
+    fn deref_mut(&mut self) -> &mut ClusterProcess {
+        &mut self.0
+    }
 }
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.kill();
     }
 }
 
 impl Demo {
     /// `apiserver-fake cluster --port 0 --dir DIR [extra]`.
     pub fn start(dir: &Path, extra: &[&str]) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
-            .args(["cluster", "--port", "0", "--dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the binary starts");
-        Self { child }
+        let binary = Path::new(env!("CARGO_BIN_EXE_apiserver-fake"));
+        Self(ClusterProcess::start(binary, dir, extra).unwrap_or_else(|e| panic!("{e}")))
     }
 
-    /// Polls for `cluster.json` every 2 ms, as a tight shell loop would, and parses it at once.
+    /// Polls for `cluster.json` in `dir` (the directory it was started in) every 2 ms, as a tight
+    /// shell loop would, for at most 60 s, and parses it at once (it must be complete whenever it is
+    /// there); panics if the cluster exits first.
     pub fn wait_for_manifest(&mut self, dir: &Path) -> Value {
-        let path = dir.join("cluster.json");
-        let what = format!("{} to be written", path.display());
-        let text = kube_mvp_testing::eventually_blocking(
-            &what,
-            Duration::from_secs(60),
-            Duration::from_millis(2),
-            || {
-                let text = std::fs::read_to_string(&path).ok();
-                if text.is_none()
-                    && let Some(status) = self.child.try_wait().expect("wait")
-                {
-                    panic!("the cluster exited before writing cluster.json: {status}");
-                }
-                text
-            },
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("cluster.json is complete when it appears ({e}): {text}"))
+        assert_eq!(dir, self.0.dir(), "the directory the cluster was started in");
+        self.0
+            .wait_for_manifest_blocking(Duration::from_secs(60), Duration::from_millis(2))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
