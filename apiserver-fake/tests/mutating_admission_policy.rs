@@ -4,11 +4,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
-use support::demo::{Demo, server};
-use support::{kubectl, kubectl_available};
+use support::demo::{KubectlDemo, server};
+use support::kubectl;
 
 /// Policies on ConfigMaps: an `ApplyConfiguration` with a variable and a match condition, a `JSONPatch`,
 /// and a pair showing `reinvocationPolicy: IfNeeded` (`a-copy-team` runs first, `b-set-team` then sets
@@ -183,17 +183,11 @@ fn json_of(kubeconfig: &Path, args: &[&str]) -> Value {
 
 #[test]
 fn mutating_admission_policies_with_kubectl() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
-    let policies = dir.path().join("policies.yaml");
-    std::fs::write(&policies, POLICIES).expect("policies");
-    let (applied, out, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
-    assert!(applied, "{err}");
+    };
+    let a = cluster.kubeconfig("a");
+    let out = cluster.apply(&a, "policies.yaml", POLICIES);
     assert_eq!(out.lines().count(), 16, "{out}");
     // The parameter of `from-params` (no parameter of its own when it is created: `Allow`).
     let (created, _, err) = kubectl(
@@ -243,7 +237,10 @@ fn mutating_admission_policies_with_kubectl() {
     let (found, _, _) = kubectl(&a, &["get", "secret", "s"]);
     assert!(!found, "nothing was written");
     // The Status body, as curl gets it.
-    let url = server(&manifest, "a")["url"].as_str().expect("url");
+    let (url, dir) = (
+        server(&cluster.manifest, "a")["url"].as_str().expect("url"),
+        &cluster.dir,
+    );
     let output = std::process::Command::new("curl")
         .args(["-sS", "-w", "\n%{http_code}", "--cacert"])
         .arg(dir.path().join("ca.crt"))
@@ -302,19 +299,12 @@ spec: {policyName: label-all}
 /// Mixed Version Proxy on `a`, and admits ConfigMaps unmutated; `a` mutates them.
 #[test]
 fn only_servers_that_serve_the_api_run_mutating_policies() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&["--preset", "upgrade"]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(dir.path(), &["--preset", "upgrade", "--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let kubeconfig = |name: &str| support::demo::kubeconfig(&manifest, name);
-    let (a, b) = (kubeconfig("a"), kubeconfig("b"));
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(&policy, LABEL_ALL).expect("policy");
+    };
+    let (a, b) = (cluster.kubeconfig("a"), cluster.kubeconfig("b"));
     // Through b, which does not serve the API: the proxy forwards to a.
-    let (applied, _, err) = kubectl(&b, &["apply", "-f", &policy.to_string_lossy()]);
-    assert!(applied, "{err}");
+    cluster.apply(&b, "policy.yaml", LABEL_ALL);
     let (created, _, err) = kubectl(&b, &["create", "configmap", "via-b"]);
     assert!(created, "{err}");
     let (created, _, err) = kubectl(&a, &["create", "configmap", "via-a"]);
@@ -364,17 +354,11 @@ spec:
 
 #[test]
 fn binding_match_resources_scope_a_mutating_policy() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
-    let policies = dir.path().join("policies.yaml");
-    std::fs::write(&policies, SCOPED).expect("policies");
-    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
-    assert!(applied, "{err}");
+    };
+    let a = cluster.kubeconfig("a");
+    cluster.apply(&a, "policies.yaml", SCOPED);
     let labels = |namespace: &str, name: &str| {
         let (created, _, err) = kubectl(&a, &["create", "configmap", name, "-n", namespace]);
         assert!(created, "{err}");
@@ -426,12 +410,10 @@ spec: {{policyName: {name}}}
 /// ConfigMap unmutated; ten keys cost little, and the mutation applies.
 #[test]
 fn cost_limits_of_mutating_policies() {
-    if !support::kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = support::demo::Demo::start(dir.path(), &["--no-controller-manager"]);
-    let a = support::demo::kubeconfig(&demo.wait_for_manifest(dir.path()), "a");
+    };
+    let (a, dir) = (cluster.kubeconfig("a"), &cluster.dir);
     let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
     let mutation =
         format!("{nested} ? [JSONPatch{{op: 'add', path: '/metadata/labels/checked', value: 'yes'}}] : []");
@@ -450,9 +432,7 @@ fn cost_limits_of_mutating_policies() {
         costly_mutating_policy("small", "Fail", "[]", &mutation),
     ]
     .concat();
-    let file = dir.path().join("policies.yaml");
-    std::fs::write(&file, policies).expect("policies");
-    support::kubectl_ok(&a, &["apply", "-f", &file.to_string_lossy()]);
+    cluster.apply(&a, "policies.yaml", &policies);
     let mut transcript = Vec::new();
     for (name, keys, admitted) in [
         ("call-limit", 1_000, false),

@@ -5,22 +5,24 @@
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
-use support::demo::{Demo, server};
-use support::{kubectl, kubectl_available, kubectl_ok};
+use support::demo::KubectlDemo;
+use support::{kubectl, kubectl_ok};
+
+/// `tests/fixtures/admission_policy/policy.yaml`: a policy refusing ConfigMaps by name, its `Deny`
+/// binding and a `Warn` one.
+static POLICY_FILE: LazyLock<PathBuf> = LazyLock::new(|| {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission_policy/policy.yaml")
+});
 
 #[test]
 fn admission_policies_deny_and_warn_with_kubectl() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
-    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission_policy/policy.yaml");
-    let (applied, out, err) = kubectl(&a, &["apply", "-f", &policy.to_string_lossy()]);
-    assert!(applied, "{err}");
+    };
+    let a = cluster.kubeconfig("a");
+    let out = kubectl_ok(&a, &["apply", "-f", &POLICY_FILE.to_string_lossy()]);
     assert_eq!(out.lines().count(), 4, "{out}");
     let mut transcript = Vec::new();
 
@@ -99,17 +101,11 @@ spec: {policyName: broken, validationActions: [Deny]}
 
 #[test]
 fn match_conditions_and_variables_with_kubectl() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
-    let policies = dir.path().join("policies.yaml");
-    std::fs::write(&policies, CONDITIONS_AND_VARIABLES).expect("policies");
-    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
-    assert!(applied, "{err}");
+    };
+    let (a, dir) = (cluster.kubeconfig("a"), &cluster.dir);
+    cluster.apply(&a, "policies.yaml", CONDITIONS_AND_VARIABLES);
     let create = |name: &str, labels: &str| {
         let file = dir.path().join(format!("{name}.yaml"));
         std::fs::write(
@@ -151,7 +147,7 @@ fn match_conditions_and_variables_with_kubectl() {
             format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{checked: 'yes'}}}}\ndata: {{{data}}}\n"),
         )
         .expect("configmap");
-        let (created, _, err) = kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
+        let (created, _, err) = support::kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
         assert_eq!(created, admitted, "{name}: {err}");
         if !admitted {
             transcript.push(format!(
@@ -229,30 +225,20 @@ rules:
 
 #[test]
 fn params_and_audit_annotations_with_kubectl() {
-    if !kubectl_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (audit_policy, log) = (dir.path().join("audit.yaml"), dir.path().join("audit/a.log"));
-    std::fs::write(&audit_policy, AUDIT_POLICY).expect("audit policy");
-    let config = dir.path().join("cluster.yaml");
-    std::fs::write(
-        &config,
+    let Some(cluster) = KubectlDemo::with_config(|dir| {
+        let audit_policy = dir.join("audit.yaml");
+        std::fs::write(&audit_policy, AUDIT_POLICY).expect("audit policy");
         format!(
             "servers:\n- name: a\n  version: \"1.36\"\n  flags: {{audit-policy-file: {}, audit-log-path: {}}}\nlb: none\n",
             audit_policy.display(),
-            log.display()
-        ),
-    )
-    .expect("config");
-    let config = config.display().to_string();
-    let mut demo = Demo::start(dir.path(), &["--config", &config, "--no-controller-manager"]);
-    demo.wait_for_manifest(dir.path());
+            dir.join("audit/a.log").display()
+        )
+    }) else {
+        return;
+    };
+    let (dir, log) = (&cluster.dir, cluster.dir.path().join("audit/a.log"));
     let a = dir.path().join("a.kubeconfig");
-    let policies = dir.path().join("policies.yaml");
-    std::fs::write(&policies, PARAMS).expect("policies");
-    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
-    assert!(applied, "{err}");
+    cluster.apply(&a, "policies.yaml", PARAMS);
     let mut transcript = Vec::new();
     let mut run = |args: &[&str], admitted: bool| {
         let (ok, _, err) = kubectl(&a, args);
@@ -302,7 +288,7 @@ fn params_and_audit_annotations_with_kubectl() {
         .replace("team: web", "team: web, env: prod");
     std::fs::write(&sa, sa_text).expect("sa");
     run(&["create", "-f", &sa.to_string_lossy()], true);
-    drop(demo);
+    drop(cluster.demo);
 
     let transcript = transcript
         .join("\n")
@@ -341,21 +327,12 @@ fn params_and_audit_annotations_with_kubectl() {
 /// policies are in the shared store all along, the servers differ only in whether they run them.
 #[test]
 fn only_servers_that_serve_the_api_run_validating_policies() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::with_config(|_| {
+        "servers:\n- name: a\n  version: \"1.30\"\n- name: b\n  version: \"1.29\"\nlb: none\n".to_owned()
+    }) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("cluster.yaml");
-    std::fs::write(
-        &config,
-        "servers:\n- name: a\n  version: \"1.30\"\n- name: b\n  version: \"1.29\"\nlb: none\n",
-    )
-    .expect("config");
-    let config = config.display().to_string();
-    let mut demo = Demo::start(dir.path(), &["--config", &config, "--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let kubeconfig = |name: &str| support::demo::kubeconfig(&manifest, name);
-    let (a, b) = (kubeconfig("a"), kubeconfig("b"));
+    };
+    let (a, b, dir) = (cluster.kubeconfig("a"), cluster.kubeconfig("b"), &cluster.dir);
     // The premise, as b's own discovery says: its admissionregistration.k8s.io/v1 has the webhook
     // configurations and not the policies (a's has both).
     let served = |kubeconfig: &Path| {
@@ -368,9 +345,7 @@ fn only_servers_that_serve_the_api_run_validating_policies() {
     assert!(on_b.contains("validatingwebhookconfigurations"), "{on_b}");
     assert!(!on_b.contains("validatingadmissionpolicies"), "{on_b}");
     assert!(on_a.contains("validatingadmissionpolicies"), "{on_a}");
-    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission_policy/policy.yaml");
-    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policy.to_string_lossy()]);
-    assert!(applied, "{err}");
+    kubectl_ok(&a, &["apply", "-f", &POLICY_FILE.to_string_lossy()]);
 
     let (created, _, denied) = kubectl(&a, &["create", "configmap", "settings"]);
     assert!(!created, "a runs the Deny binding");
@@ -442,17 +417,11 @@ spec:
 
 #[test]
 fn binding_match_resources_scope_a_policy_with_kubectl() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
-    let policies = dir.path().join("policies.yaml");
-    std::fs::write(&policies, SCOPED).expect("policies");
-    let (applied, _, err) = kubectl(&a, &["apply", "-f", &policies.to_string_lossy()]);
-    assert!(applied, "{err}");
+    };
+    let a = cluster.kubeconfig("a");
+    cluster.apply(&a, "policies.yaml", SCOPED);
     let mut transcript = Vec::new();
     let mut create = |namespace: &str, name: &str, admitted: bool| {
         let args = ["create", "configmap", name, "-n", namespace, "--from-literal=a=b"];
@@ -535,12 +504,10 @@ spec: {{policyName: {name}, validationActions: [Deny]}}
 /// texts, `Ignore` admits.
 #[test]
 fn cost_limits_with_kubectl() {
-    if !support::kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = support::demo::Demo::start(dir.path(), &["--no-controller-manager"]);
-    let a = support::demo::kubeconfig(&demo.wait_for_manifest(dir.path()), "a");
+    };
+    let (a, dir) = (cluster.kubeconfig("a"), &cluster.dir);
     let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
     let validation = format!("{{expression: \"{nested}\"}}");
     let eleven = format!("[{}]", [validation.as_str(); 11].join(", "));
@@ -565,9 +532,7 @@ fn cost_limits_with_kubectl() {
         ),
     ]
     .concat();
-    let file = dir.path().join("policies.yaml");
-    std::fs::write(&file, policies).expect("policies");
-    support::kubectl_ok(&a, &["apply", "-f", &file.to_string_lossy()]);
+    cluster.apply(&a, "policies.yaml", &policies);
     let mut transcript = Vec::new();
     for (name, admitted) in [
         ("call-limit", false),

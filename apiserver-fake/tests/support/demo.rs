@@ -72,3 +72,56 @@ pub fn admin(dir: &Path, s: &Value) -> TestClient {
         Some((&dir.join("admin.crt"), &dir.join("admin.key"))),
     )
 }
+
+/// A [`Demo`] for kubectl tests, in a temporary directory of its own, started and up: `apiserver-fake
+/// cluster --no-controller-manager` (the admission policy tests: no controller writes behind their
+/// back), with kubectl ≥ 1.28 there to drive it.
+pub struct KubectlDemo {
+    /// The command (declared first: dropped, so killed, before its directory goes).
+    pub demo: Demo,
+    /// Its `cluster.json`.
+    pub manifest: Value,
+    /// Its `--dir`: PKI, kubeconfigs, and the files the test writes ([`Self::apply`]).
+    pub dir: tempfile::TempDir,
+}
+
+impl KubectlDemo {
+    /// `cluster --no-controller-manager [extra]` (the `demo` preset's servers unless `extra` says
+    /// otherwise); `None`, after saying why the test is skipped, without kubectl ([`super::kubectl_available`]).
+    pub fn start(extra: &[&str]) -> Option<Self> {
+        Self::start_in(tempfile::tempdir().expect("tempdir"), extra)
+    }
+
+    /// [`Self::start`] with `--config DIR/cluster.yaml`, the file `config(DIR)` renders (so that it can
+    /// name other files in the directory).
+    pub fn with_config(config: impl FnOnce(&Path) -> String) -> Option<Self> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(&file, config(dir.path())).expect("config");
+        let file = file.display().to_string();
+        Self::start_in(dir, &["--config", &file])
+    }
+
+    fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Option<Self> {
+        if !super::kubectl_available() {
+            return None;
+        }
+        let args: Vec<&str> = ["--no-controller-manager"].iter().chain(extra).copied().collect();
+        let mut demo = Demo::start(dir.path(), &args);
+        let manifest = demo.wait_for_manifest(dir.path());
+        Some(Self { demo, manifest, dir })
+    }
+
+    /// The admin kubeconfig of server `name`.
+    pub fn kubeconfig(&self, name: &str) -> std::path::PathBuf {
+        kubeconfig(&self.manifest, name)
+    }
+
+    /// Writes `yaml` to `DIR/file` and runs `kubectl apply -f` on it through `kubeconfig`, which must
+    /// succeed (else it panics with kubectl's stderr): kubectl's stdout, a line per object.
+    pub fn apply(&self, kubeconfig: &Path, file: &str, yaml: &str) -> String {
+        let path = self.dir.path().join(file);
+        std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        super::kubectl_ok(kubeconfig, &["apply", "-f", &path.to_string_lossy()])
+    }
+}
