@@ -461,12 +461,7 @@ async fn a_proxied_post_answered_503_keeps_the_connection_to_a_server_process() 
 /// (nghttp2) is the client; skipped without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_targets_over_http_uris_limit_are_414_on_http1_and_a_reset_stream_on_http2() {
-    if std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: curl is not installed; this test needs curl (with HTTP/2) as its client");
+    if !support::curl_available() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -25,7 +25,7 @@ mod with_etcd {
     use http::StatusCode;
     use serde_json::{Value, json};
 
-    use crate::support::{TestClient, member};
+    use crate::support::TestClient;
 
     const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -41,27 +41,10 @@ mod with_etcd {
     /// One server process of the built binary on a private etcd, and an admin client of it; `None`
     /// (said skipped) without etcd on `PATH`.
     async fn one_server_on_etcd(dir: &Path) -> Option<(ProcessCluster, Arc<TestClient>)> {
-        if !apiserver_fake::cluster::etcd_process::etcd_installed() {
-            crate::support::etcd::skip("no etcd binary on PATH (Debian: apt-get install -y etcd-server)");
+        if !crate::support::etcd::etcd_on_path() {
             return None;
         }
-        let cluster = ProcessCluster::start(
-            Path::new(env!("CARGO_BIN_EXE_apiserver-fake")),
-            Some(dir.join("cluster")),
-            vec![member("b", 2, "1.36", &[])],
-            0,
-            EtcdBackend::Private,
-            "/registry",
-        )
-        .await
-        .expect("the cluster starts");
-        let d = cluster.dir();
-        let client = Arc::new(TestClient::new(
-            &cluster.url("b").expect("b"),
-            &d.join("ca.crt"),
-            Some((&d.join("admin.crt"), &d.join("admin.key"))),
-        ));
-        Some((cluster, client))
+        Some(crate::support::etcd::one_server_process(dir, &[], EtcdBackend::Private).await)
     }
 
     /// `resourceVersion` on a list, as kube-apiserver answers it on etcd: `Exact` reads the state at

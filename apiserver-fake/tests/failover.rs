@@ -15,7 +15,7 @@ use apiserver_fake::store::{ObjectKey, StorageResource, Store};
 use http::{Method, StatusCode};
 use mvp_core::feeders::{RECEIPT_PREFIX, receipt_from_record};
 use serde_json::Value;
-use support::{JOBS, TestClient, cluster, eventually, job, member};
+use support::{FOO_CRD, JOBS, TestClient, cluster, eventually, job, member};
 
 /// Timing knobs that make a crashed server disappear within seconds.
 const FAST: &[&str] = &[
@@ -32,14 +32,6 @@ const STORAGE_VERSION_MODE: &[&str] = &[
     "--feature-gates=StorageVersionAPI=true",
 ];
 
-const CRD: &str = r#"{
-  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-  "metadata": {"name": "foos.example.com"},
-  "spec": {"group": "example.com", "scope": "Namespaced",
-    "names": {"plural": "foos", "singular": "foo", "kind": "Foo"},
-    "versions": [{"name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-}"#;
 const CRD_PATH: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const FOOS: &str = "/apis/example.com/v1/namespaces/default/foos";
 
@@ -362,7 +354,7 @@ async fn crd_group_versions_are_excluded_from_peer_data_with_a_grace_after_delet
     let a = TestClient::admin(&cluster, 0);
     let b = TestClient::admin(&cluster, 1);
     let server_b = &cluster.servers[1].1;
-    let created = a.post(CRD_PATH, CRD).await;
+    let created = a.post(CRD_PATH, FOO_CRD).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
     let local_only = [("x-kubernetes-peer-proxied", "true")];
     for client in [&a, &b] {

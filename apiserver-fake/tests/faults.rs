@@ -30,6 +30,7 @@ mod with_etcd {
     use serde_json::Value;
     use tokio::time::Instant;
 
+    use crate::support::etcd::process_admin as client;
     use crate::support::{JOBS, TestClient, eventually, job, member};
 
     const FAST: &[&str] = &[
@@ -75,15 +76,6 @@ mod with_etcd {
         .await
         .expect("the cluster starts");
         Some((cluster, dir))
-    }
-
-    fn client(cluster: &ProcessCluster, name: &str) -> TestClient {
-        let dir = cluster.dir();
-        TestClient::new(
-            &cluster.url(name).unwrap(),
-            &dir.join("ca.crt"),
-            Some((&dir.join("admin.crt"), &dir.join("admin.key"))),
-        )
     }
 
     /// What one request answered: `200`, or the status and body of anything else.

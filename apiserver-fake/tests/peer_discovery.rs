@@ -9,21 +9,12 @@ use std::time::Duration;
 
 use http::{Method, StatusCode, header};
 use serde_json::Value;
-use support::{JOBS, TestClient, cluster, eventually, kubectl_available, member, wait_for_proxy};
+use support::{FOO_CRD, JOBS, TestClient, cluster, eventually, kubectl_available, member, wait_for_proxy};
 
 const V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 const V2_NOPEER: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer";
 const V2_OTHER_PROFILE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=foo";
-
-const CRD: &str = r#"{
-  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-  "metadata": {"name": "foos.example.com"},
-  "spec": {"group": "example.com", "scope": "Namespaced",
-    "names": {"plural": "foos", "singular": "foo", "kind": "Foo"},
-    "versions": [{"name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-}"#;
 
 async fn aggregated(client: &TestClient, path: &str, accept: &str) -> Value {
     let reply = client.send(Method::GET, path, &[("accept", accept)], None).await;
@@ -146,7 +137,7 @@ async fn test_peer_aggregated_discovery_with_crd() {
     }
 
     let created = a
-        .post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
+        .post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", FOO_CRD)
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
     for client in [&a, &b] {

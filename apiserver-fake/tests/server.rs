@@ -267,12 +267,7 @@ async fn metrics_are_prometheus_text() {
 /// than HTTP/2's initial flow-control window. Skipped without curl.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_answers_to_requests_with_bodies_reach_curl_over_http2_and_http1() {
-    if std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: curl is not installed; this test needs curl (with HTTP/2) as its client");
+    if !support::curl_available() {
         return;
     }
     let cluster = cluster(vec![member("a", 1, "1.36", &[])]).await;

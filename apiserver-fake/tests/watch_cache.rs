@@ -66,7 +66,7 @@ mod with_etcd {
     use http_body_util::BodyExt;
     use serde_json::{Value, json};
 
-    use crate::support::{TestClient, eventually, member};
+    use crate::support::{TestClient, eventually};
 
     const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -85,23 +85,8 @@ mod with_etcd {
     /// A server on `etcd` with the watch cache on (the default, docs/decisions.md §21) unless `flags`
     /// say otherwise.
     async fn server(dir: &Path, etcd: &EtcdProcess, flags: &[&str]) -> (ProcessCluster, Arc<TestClient>) {
-        let cluster = ProcessCluster::start(
-            Path::new(env!("CARGO_BIN_EXE_apiserver-fake")),
-            Some(dir.join("cluster")),
-            vec![member("b", 2, "1.36", flags)],
-            0,
-            EtcdBackend::Existing(vec![etcd.client_url().to_owned()]),
-            "/registry",
-        )
-        .await
-        .expect("the cluster starts");
-        let d = cluster.dir();
-        let client = Arc::new(TestClient::new(
-            &cluster.url("b").expect("b"),
-            &d.join("ca.crt"),
-            Some((&d.join("admin.crt"), &d.join("admin.key"))),
-        ));
-        (cluster, client)
+        let etcd = EtcdBackend::Existing(vec![etcd.client_url().to_owned()]);
+        crate::support::etcd::one_server_process(dir, flags, etcd).await
     }
 
     fn revision(object: &Value) -> u64 {

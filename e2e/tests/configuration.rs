@@ -16,16 +16,7 @@ async fn start_error(builder: ClusterBuilder) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_peer_ca_file_no_proxy_is_installed() {
-    let cluster = ClusterBuilder::new()
-        .server("a", |s| s.version("1.36"))
-        .server("b", |s| {
-            s.version("1.36")
-                .runtime_config("batch/v1=false")
-                .peer_proxy(PeerProxy::Never)
-        })
-        .start()
-        .await
-        .unwrap();
+    let cluster = b_without_a_peer_proxy().await;
     // The gate is on (1.36 default), yet b answers its own 404; a, with a proxy, would serve it.
     let reply = cluster.client("b").unwrap().get(JOBS).await.unwrap();
     assert_eq!(reply.code(), 404);

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use e2e::{ClusterBuilder, Exchange, HttpsClient, PeerProxy, TestCluster, eventually};
+use e2e::{ClusterBuilder, Exchange, HttpsClient, TestCluster, eventually};
 use http::Method;
 use serde_json::{Value, json};
 use support::*;
@@ -206,16 +206,7 @@ async fn peer_aggregated_discovery_has_an_etag_and_honours_if_none_match() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_peer_proxy_discovery_shows_only_local_apis() {
-    let cluster = ClusterBuilder::new()
-        .server("a", |s| s.version("1.36"))
-        .server("b", |s| {
-            s.version("1.36")
-                .runtime_config("batch/v1=false")
-                .peer_proxy(PeerProxy::Never)
-        })
-        .start()
-        .await
-        .unwrap();
+    let cluster = b_without_a_peer_proxy().await;
     // a (with a proxy) learns b's groups; b (no --peer-ca-file) shows only its own and 404s jobs.
     wait_for_group(&cluster, "a", "batch", true, SETTLE).await;
     let b = cluster.client("b").unwrap();

@@ -40,3 +40,43 @@ pub fn private_etcd() -> Option<PrivateEtcd> {
         }
     }
 }
+
+/// An admin client (system:masters, through the cluster's CA and admin certificate) of server `name`
+/// of a [`ProcessCluster`](apiserver_fake::cluster::process::ProcessCluster); panics on an unknown name.
+#[cfg(feature = "etcd")]
+pub fn process_admin(
+    cluster: &apiserver_fake::cluster::process::ProcessCluster,
+    name: &str,
+) -> super::TestClient {
+    let dir = cluster.dir();
+    super::TestClient::new(
+        &cluster.url(name).unwrap_or_else(|e| panic!("{e}")),
+        &dir.join("ca.crt"),
+        Some((&dir.join("admin.crt"), &dir.join("admin.key"))),
+    )
+}
+
+/// One server, `b` (1.36 with `flags`, on 127.0.0.2), of the built binary as a process of its own on
+/// `etcd`, its files in `dir/cluster`, started and ready; and an admin client of it ([`process_admin`]).
+#[cfg(feature = "etcd")]
+pub async fn one_server_process(
+    dir: &std::path::Path,
+    flags: &[&str],
+    etcd: apiserver_fake::cluster::process::EtcdBackend,
+) -> (
+    apiserver_fake::cluster::process::ProcessCluster,
+    std::sync::Arc<super::TestClient>,
+) {
+    let cluster = apiserver_fake::cluster::process::ProcessCluster::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_apiserver-fake")),
+        Some(dir.join("cluster")),
+        vec![super::member("b", 2, "1.36", flags)],
+        0,
+        etcd,
+        "/registry",
+    )
+    .await
+    .expect("the cluster starts");
+    let client = std::sync::Arc::new(process_admin(&cluster, "b"));
+    (cluster, client)
+}

@@ -27,6 +27,30 @@ pub fn kubectl_available() -> bool {
     kube_mvp_testing::Kubectl::find().is_some()
 }
 
+/// Whether `curl` runs (the client of the tests that need nghttp2's HTTP/2 or curl's own view of a
+/// response); if not, it has printed why the calling test is skipped.
+pub fn curl_available() -> bool {
+    let found = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !found {
+        eprintln!("skipped: curl is not installed; this test needs curl (with HTTP/2) as its client");
+    }
+    found
+}
+
+/// A namespaced CRD `foos.example.com` (kind `Foo`, one served and stored version `v1`, any fields),
+/// as a JSON body for `POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions`.
+pub const FOO_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "foos.example.com"},
+  "spec": {"group": "example.com", "scope": "Namespaced",
+    "names": {"plural": "foos", "singular": "foo", "kind": "Foo"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+}"#;
+
 /// Runs `kubectl args…` against `kubeconfig` with the shared harness's runner (a discovery cache beside
 /// the kubeconfig, never the user's): whether it succeeded, its stdout and its stderr.
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use e2e::{ClusterBuilder, Exchange, PeerResolutionMode, ServerBuilder, TestCluster, eventually};
+use e2e::{ClusterBuilder, Exchange, PeerProxy, PeerResolutionMode, ServerBuilder, TestCluster, eventually};
 use serde_json::{Value, json};
 
 /// Both peer-resolution modes: upstream alpha (StorageVersion, emulated here by a 1.32 server with the
@@ -62,6 +62,17 @@ pub async fn a_and_b_with(
         .start()
         .await
         .expect("cluster starts")
+}
+
+/// [`a_serves_batch_b_does_not`] at 1.36 (discovery mode) with `b` started without a peer proxy (no
+/// `--peer-ca-file`, [`PeerProxy::Never`]): `b` answers its own 404 for Jobs, `a` proxies them.
+pub async fn b_without_a_peer_proxy() -> TestCluster {
+    a_and_b_with(
+        PeerResolutionMode::Discovery,
+        |s| s,
+        |s| s.peer_proxy(PeerProxy::Never),
+    )
+    .await
 }
 
 /// Waits until `via` answers `GET path` with `code` (the proxy has learned about its peers).
