@@ -475,21 +475,7 @@ async fn request_targets_over_http_uris_limit_are_414_on_http1_and_a_reset_strea
         tokio::task::spawn_blocking(move || {
             let prefix = "/api/v1/namespaces/default/configmaps/";
             let target = format!("{prefix}{}", "a".repeat(target_len - prefix.len()));
-            let output = std::process::Command::new("curl")
-                .args([
-                    "-sS",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code} %{http_version}",
-                    protocol,
-                ])
-                .arg("--cacert")
-                .arg(d.join("ca.crt"))
-                .arg("--cert")
-                .arg(d.join("admin.crt"))
-                .arg("--key")
-                .arg(d.join("admin.key"))
+            let output = support::curl_as_admin(&mut support::curl_status(&d, protocol), &d)
                 .arg(format!("{url}{target}"))
                 .output()
                 .expect("curl runs");

@@ -282,24 +282,13 @@ async fn early_answers_to_requests_with_bodies_reach_curl_over_http2_and_http1()
     let curl = move |protocol: &'static str, authenticated: bool, path: &'static str| {
         let (dir, url, body) = (dir.clone(), url.clone(), body.clone());
         tokio::task::spawn_blocking(move || {
-            let mut command = std::process::Command::new("curl");
+            let mut command = support::curl_status(&dir, protocol);
             command
-                .args([
-                    "-sS",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code} %{http_version}",
-                    protocol,
-                ])
-                .arg("--cacert")
-                .arg(dir.join("ca.crt"))
                 .args(["-X", "POST", "--data-binary"])
                 .arg(format!("@{}", body.display()))
                 .arg(format!("{url}{path}"));
             if authenticated {
-                command.arg("--cert").arg(dir.join("admin.crt"));
-                command.arg("--key").arg(dir.join("admin.key"));
+                support::curl_as_admin(&mut command, &dir);
             }
             let output = command.output().expect("curl runs");
             format!(

@@ -40,6 +40,39 @@ pub fn curl_available() -> bool {
     found
 }
 
+/// `curl -sS -o /dev/null -w '%{http_code} %{http_version}' PROTOCOL --cacert DIR/ca.crt`: a curl
+/// (see [`curl_available`]) that prints only the status and HTTP version of its transfer (`000 0` when
+/// there was no HTTP answer), trusting the CA of the cluster in `dir`. The caller adds the URL, any
+/// method and body, and the admin client certificate with [`curl_as_admin`].
+pub fn curl_status(dir: &Path, protocol: &str) -> std::process::Command {
+    let mut command = std::process::Command::new("curl");
+    command
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+            protocol,
+        ])
+        .arg("--cacert")
+        .arg(dir.join("ca.crt"));
+    command
+}
+
+/// Adds the client certificate and key of the admin (system:masters) of the cluster in `dir` to a curl
+/// `command`.
+pub fn curl_as_admin<'a>(
+    command: &'a mut std::process::Command,
+    dir: &Path,
+) -> &'a mut std::process::Command {
+    command
+        .arg("--cert")
+        .arg(dir.join("admin.crt"))
+        .arg("--key")
+        .arg(dir.join("admin.key"))
+}
+
 /// A namespaced CRD `foos.example.com` (kind `Foo`, one served and stored version `v1`, any fields),
 /// as a JSON body for `POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions`.
 pub const FOO_CRD: &str = r#"{
