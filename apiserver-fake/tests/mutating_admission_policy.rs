@@ -7,6 +7,7 @@ mod support;
 use std::path::Path;
 
 use serde_json::Value;
+use support::admission_policy::{case_config_map, policy_on_case};
 use support::demo::{KubectlDemo, server};
 use support::kubectl;
 
@@ -376,31 +377,19 @@ fn binding_match_resources_scope_a_mutating_policy() {
     );
 }
 
-/// A mutating policy on the ConfigMaps labelled `case: <name>`, with `failurePolicy`, `matchConditions`
-/// (a YAML flow list) and a `JSONPatch` mutation `expression`, and its binding.
+/// A `MutatingAdmissionPolicy` [on the ConfigMaps labelled `case: <name>`](policy_on_case), with a
+/// `JSONPatch` mutation `expression`, and its binding.
 fn costly_mutating_policy(name: &str, failure_policy: &str, conditions: &str, expression: &str) -> String {
-    format!(
-        "apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {{name: {name}}}
-spec:
-  failurePolicy: {failure_policy}
-  matchConstraints:
-    objectSelector: {{matchLabels: {{case: {name}}}}}
-    resourceRules:
-    - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}
-  matchConditions: {conditions}
-  mutations:
-  - patchType: JSONPatch
-    jsonPatch: {{expression: \"{expression}\"}}
-  reinvocationPolicy: Never
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {{name: {name}}}
-spec: {{policyName: {name}}}
----
-"
+    let spec = format!(
+        "  mutations:\n  - patchType: JSONPatch\n    jsonPatch: {{expression: \"{expression}\"}}\n  reinvocationPolicy: Never\n"
+    );
+    policy_on_case(
+        "MutatingAdmissionPolicy",
+        name,
+        failure_policy,
+        conditions,
+        &spec,
+        "",
     )
 }
 
@@ -441,16 +430,8 @@ fn cost_limits_of_mutating_policies() {
         ("conditions-ignored", 1_000, true),
         ("small", 10, true),
     ] {
-        let data: Vec<String> = (0..keys).map(|i| format!("k{i}: v{i}")).collect();
         let file = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(
-            &file,
-            format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{case: {name}}}}}\ndata: {{{}}}\n",
-                data.join(", ")
-            ),
-        )
-        .expect("configmap");
+        std::fs::write(&file, case_config_map(name, keys)).expect("configmap");
         let (created, _, err) = support::kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
         assert_eq!(created, admitted, "{name}: {err}");
         if admitted {

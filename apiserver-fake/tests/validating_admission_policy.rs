@@ -7,6 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
+use support::admission_policy::{case_config_map, policy_on_case};
 use support::demo::KubectlDemo;
 use support::{kubectl, kubectl_ok};
 
@@ -463,37 +464,17 @@ fn binding_match_resources_scope_a_policy_with_kubectl() {
     assert!(!get("dev", "other").0, "the refused create wrote nothing");
 }
 
-/// A ConfigMap labelled `case: <name>` with `keys` data keys, each its own value.
-fn wide_config_map(name: &str, keys: usize) -> String {
-    let data: Vec<String> = (0..keys).map(|i| format!("k{i}: v{i}")).collect();
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{case: {name}}}}}\ndata: {{{}}}\n",
-        data.join(", ")
-    )
-}
-
-/// A policy on the ConfigMaps labelled `case: <name>`, with `failurePolicy`, `matchConditions` and
-/// `validations` given as YAML flow lists, and its `Deny` binding.
+/// A `ValidatingAdmissionPolicy` [on the ConfigMaps labelled `case: <name>`](policy_on_case), with
+/// `validations` given as a YAML flow list, and its `Deny` binding.
 fn costly_policy(name: &str, failure_policy: &str, conditions: &str, validations: &str) -> String {
-    format!(
-        "apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {{name: {name}}}
-spec:
-  failurePolicy: {failure_policy}
-  matchConstraints:
-    objectSelector: {{matchLabels: {{case: {name}}}}}
-    resourceRules:
-    - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}
-  matchConditions: {conditions}
-  validations: {validations}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {{name: {name}}}
-spec: {{policyName: {name}, validationActions: [Deny]}}
----
-"
+    let spec = format!("  validations: {validations}\n");
+    policy_on_case(
+        "ValidatingAdmissionPolicy",
+        name,
+        failure_policy,
+        conditions,
+        &spec,
+        ", validationActions: [Deny]",
     )
 }
 
@@ -543,7 +524,7 @@ fn cost_limits_with_kubectl() {
         ("conditions-ignored", true),
     ] {
         let file = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&file, wide_config_map(name, 1_000)).expect("configmap");
+        std::fs::write(&file, case_config_map(name, 1_000)).expect("configmap");
         let (created, _, err) = support::kubectl(&a, &["create", "-f", &file.to_string_lossy()]);
         assert_eq!(created, admitted, "{name}: {err}");
         if !admitted {
@@ -557,7 +538,7 @@ fn cost_limits_with_kubectl() {
     let file = dir.path().join("small.yaml");
     std::fs::write(
         &file,
-        wide_config_map("budget", 10).replace("name: budget", "name: small"),
+        case_config_map("budget", 10).replace("name: budget", "name: small"),
     )
     .expect("configmap");
     let (created, _, err) = support::kubectl(&a, &["create", "-f", &file.to_string_lossy()]);

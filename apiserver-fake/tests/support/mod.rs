@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+pub mod admission_policy;
 pub mod demo;
 pub mod etcd;
 pub mod https;
