@@ -99,16 +99,8 @@ fn bad_values_give_one_line_errors() {
 #[test]
 fn the_demo_cluster_starts_writes_its_manifest_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_apiserver-fake"))
-        .args(["cluster", "--port", "0", "--dir"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let manifest = wait_for_manifest(dir.path());
-    let cluster: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let mut demo = support::demo::Demo::start(dir.path(), &[]);
+    let cluster = demo.wait_for_manifest(dir.path());
     let names: Vec<&str> = cluster["servers"]
         .as_array()
         .unwrap()
@@ -123,22 +115,11 @@ fn the_demo_cluster_starts_writes_its_manifest_and_stops_on_sigterm() {
             .starts_with("https://127.0.0.1:")
     );
     assert_eq!(cluster["servers"][1]["kubernetesVersion"], "1.36");
-    let status = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = kube_mvp_testing::eventually_blocking(
-        "the cluster to stop on SIGTERM",
-        std::time::Duration::from_secs(10),
-        std::time::Duration::from_millis(50),
-        || child.try_wait().expect("wait"),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(exit.success(), "graceful exit: {exit}");
+    // SIGTERM, and SIGKILL only if it has not exited after its grace period.
+    let exit = demo.stop().unwrap_or_else(|e| panic!("{e}"));
+    assert!(exit.success(), "graceful exit on SIGTERM: {exit}");
     assert!(
-        !manifest.exists(),
+        !dir.path().join("cluster.json").exists(),
         "a stopped cluster leaves no cluster.json behind"
     );
 }
