@@ -2,7 +2,8 @@
 //! create, get and update latency (p50/p99 at concurrency 1) and throughput (concurrency 16), a list of
 //! every object, and a watch fan-out (how long until every one of 100 watches has seen 1,000 writes),
 //! beside the same 1,000 sequential writes with no watch open (the write path alone: what the fan-out
-//! adds is the difference).
+//! adds is the difference); then both again with the writes issued by 16 concurrent writers, as a
+//! cluster's many clients write (etcd commits concurrent writes together).
 //!
 //! etcd runs twice: on the disk (`/tmp`), where every write waits for etcd's WAL fsync, and with its data
 //! on tmpfs (`/dev/shm`), where fsync returns at once, as Kubernetes' scalability and integration jobs
@@ -52,7 +53,14 @@ struct Figures {
     /// `writes` sequential creates with no watch open.
     writes_alone: Duration,
     fan_out: Duration,
+    /// The same two with the writes issued by [`WRITERS`] concurrent writers, as a cluster's many
+    /// clients write.
+    writes_alone_parallel: Duration,
+    fan_out_parallel: Duration,
 }
+
+/// Concurrent writers of the fan-out's second form.
+const WRITERS: usize = 16;
 
 async fn sample<F, Fut>(count: usize, mut op: F) -> (Duration, Duration)
 where
@@ -130,7 +138,8 @@ async fn measure(store: Arc<dyn Store>, n: usize, watchers: usize, writes: usize
     let list = start.elapsed();
     assert_eq!(items.len(), 2 * n);
 
-    let (writes_alone, fan_out) = fan_out(&store, watchers, writes).await;
+    let (writes_alone, fan_out_sequential) = fan_out(&store, watchers, writes, 1).await;
+    let (writes_alone_parallel, fan_out_parallel) = fan_out(&store, watchers, writes, WRITERS).await;
     Figures {
         create,
         get,
@@ -138,29 +147,53 @@ async fn measure(store: Arc<dyn Store>, n: usize, watchers: usize, writes: usize
         creates_per_second,
         list,
         writes_alone,
-        fan_out,
+        fan_out: fan_out_sequential,
+        writes_alone_parallel,
+        fan_out_parallel,
     }
 }
 
-/// `writes` sequential creates with no watch open, then `writes` more while `watchers` watches read
-/// them: the time of each (the second until every watch has every event).
-async fn fan_out(store: &Arc<dyn Store>, watchers: usize, writes: usize) -> (Duration, Duration) {
-    let resource = configmaps();
-    let start = Instant::now();
-    for i in 0..writes {
-        let key = ObjectKey::namespaced("alone", &format!("w-{i}"));
-        store
-            .create(&resource, &key, object(&key.name))
-            .await
-            .expect("create");
+/// `writes` creates in `namespace`, issued by `writers` concurrent writers (1: one after the other).
+async fn write_all(store: &Arc<dyn Store>, namespace: &'static str, writes: usize, writers: usize) {
+    let tasks: Vec<_> = (0..writers)
+        .map(|writer| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in (writer..writes).step_by(writers) {
+                    let key = ObjectKey::namespaced(namespace, &format!("w-{i}"));
+                    store
+                        .create(&configmaps(), &key, object(&key.name))
+                        .await
+                        .expect("create");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("writer");
     }
+}
+
+/// `writes` creates (by `writers` concurrent writers) with no watch open, then `writes` more while
+/// `watchers` watches read them: the time of each (the second until every watch has every event).
+async fn fan_out(
+    store: &Arc<dyn Store>,
+    watchers: usize,
+    writes: usize,
+    writers: usize,
+) -> (Duration, Duration) {
+    let resource = configmaps();
+    let alone = if writers == 1 { "alone" } else { "alone-par" };
+    let fan = if writers == 1 { "fan" } else { "fan-par" };
+    let start = Instant::now();
+    write_all(store, alone, writes, writers).await;
     let writes_alone = start.elapsed();
     let from = store.current_revision().await.expect("revision");
     let mut streams = Vec::new();
     for _ in 0..watchers {
         streams.push(
             store
-                .watch(&resource, Some("fan"), Some(from))
+                .watch(&resource, Some(fan), Some(from))
                 .await
                 .expect("watch"),
         );
@@ -182,13 +215,7 @@ async fn fan_out(store: &Arc<dyn Store>, watchers: usize, writes: usize) -> (Dur
             })
         })
         .collect();
-    for i in 0..writes {
-        let key = ObjectKey::namespaced("fan", &format!("w-{i}"));
-        store
-            .create(&resource, &key, object(&key.name))
-            .await
-            .expect("create");
-    }
+    write_all(store, fan, writes, writers).await;
     for reader in readers {
         assert_eq!(reader.await.expect("reader"), writes);
     }
@@ -290,6 +317,12 @@ fn print(name: &str, f: &Figures, n: usize, watchers: usize, writes: usize) {
         ms(f.writes_alone),
         ms(f.fan_out.saturating_sub(f.writes_alone)),
     );
+    println!(
+        "{name:<12} {watchers} watches × {writes} writes by {WRITERS} writers delivered in {} ms | the {writes} writes alone {} ms | the fan-out adds {} ms",
+        ms(f.fan_out_parallel),
+        ms(f.writes_alone_parallel),
+        ms(f.fan_out_parallel.saturating_sub(f.writes_alone_parallel)),
+    );
 }
 
 /// The bench's knobs: `--quick` shrinks the counts, `--fan-out` measures the fan-out lines only.
@@ -306,7 +339,9 @@ async fn run(store: Arc<dyn Store>, settings: &Settings) -> Figures {
         return measure(store, settings.n, settings.watchers, settings.writes).await;
     }
     store.list(&configmaps(), Some("bench")).await.expect("list");
-    let (writes_alone, fan_out) = fan_out(&store, settings.watchers, settings.writes).await;
+    let (writes_alone, fan_out_sequential) = fan_out(&store, settings.watchers, settings.writes, 1).await;
+    let (writes_alone_parallel, fan_out_parallel) =
+        fan_out(&store, settings.watchers, settings.writes, WRITERS).await;
     let zero = (Duration::ZERO, Duration::ZERO);
     Figures {
         create: zero,
@@ -315,7 +350,9 @@ async fn run(store: Arc<dyn Store>, settings: &Settings) -> Figures {
         creates_per_second: 0.0,
         list: Duration::ZERO,
         writes_alone,
-        fan_out,
+        fan_out: fan_out_sequential,
+        writes_alone_parallel,
+        fan_out_parallel,
     }
 }
 
