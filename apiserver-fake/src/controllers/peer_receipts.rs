@@ -6,7 +6,7 @@
 //! peer endpoint records, unreachable through the API), and a starting server's `/readyz` waits until
 //! every reachable peer that publishes receipts lists its current run. In Discovery mode a receipt
 //! names the peers whose discovery the proxy has fetched; in StorageVersion mode, which fetches nothing,
-//! the peers whose address it holds (`server::mvp::peer_proxy`'s `run_address_receipts`).
+//! the peers whose address it holds (`server::mvp::feeds`' `run_address_receipts`).
 
 use std::sync::Arc;
 use std::time::Duration;
