@@ -142,6 +142,9 @@ async fn answer(path: &str, request: &Value) -> Bytes {
                 review(json!({"uid": uid, "allowed": true, "warnings": ["eviction checked by the webhook"]}))
             }
         }
+        "/delete-warning" => review(json!({"uid": uid, "allowed": true,
+            "warnings": [format!("{} is being deleted", request["oldObject"]["metadata"]["name"].as_str().unwrap_or("?")),
+                "deletes are audited"]})),
         "/garbage" => Bytes::from_static(b"garbage"),
         "/bad-patch" => review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
             "patch": patch(json!([{"op": "remove", "path": "/spec/nothing"}]))})),
@@ -934,4 +937,72 @@ fn match_conditions_over_the_cost_limits_follow_the_failure_policy() {
         }
     }
     insta::assert_snapshot!("match_condition_cost_limits", refusals.join("\n"));
+}
+
+/// A delete's webhook warnings reach the client as a create's do: `kubectl delete` prints the warning
+/// of the validating webhook it passed (sent the stored object as `oldObject`), and a collection delete
+/// carries each distinct warning once.
+#[test]
+fn a_deletes_webhook_warnings_reach_the_client() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = WebhookServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _demo = start_cluster(dir.path(), server.port);
+    let (_, b) = kubeconfigs(dir.path());
+    let (port, ca) = (server.port, &server.ca_bundle);
+    apply(
+        &b,
+        dir.path(),
+        "webhooks.yaml",
+        &format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: delete-warning}}
+webhooks:
+- name: delete-warning.example.com
+  clientConfig: {{url: \"https://127.0.0.1:{port}/delete-warning\", caBundle: {ca}}}
+  rules: [{{operations: [DELETE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"
+        ),
+    );
+    for name in ["one", "two", "three"] {
+        let (ok, _, err) = kubectl(&b, &["create", "configmap", name, "--from-literal=k=v"]);
+        assert!(ok, "{err}");
+        let (ok, _, err) = kubectl(&b, &["label", "configmap", name, "batch=yes"]);
+        assert!(ok, "{err}");
+    }
+    let (ok, out, err) = kubectl(&b, &["delete", "configmap", "one"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "configmap \"one\" deleted");
+    assert_eq!(
+        err.trim(),
+        "Warning: one is being deleted\nWarning: deletes are audited"
+    );
+    assert_eq!(server.calls_for("/delete-warning", "one"), 1);
+
+    // A collection delete: the webhook is called per object, its (distinct) warnings come once each.
+    let (ok, _, err) = kubectl(
+        &b,
+        &[
+            "delete",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps?labelSelector=batch%3Dyes",
+        ],
+    );
+    assert!(ok, "{err}");
+    let mut warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("Warning: ")).collect();
+    warnings.sort_unstable();
+    assert_eq!(
+        warnings,
+        [
+            "Warning: deletes are audited",
+            "Warning: three is being deleted",
+            "Warning: two is being deleted"
+        ],
+        "{err}"
+    );
 }

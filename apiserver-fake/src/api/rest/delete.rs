@@ -21,6 +21,7 @@ use super::garbage_collection::{self, Propagation};
 use super::lifecycle::{custom_resource_definitions, namespaces};
 use super::object::{meta_str, set_in};
 use super::read::{Selection, list_metadata, render_object, respond_list};
+use super::write::with_warnings;
 use super::{RestRequest, read_body};
 use crate::api::status::{Status, StatusDetails};
 use crate::store::{ObjectKey, Preconditions, StorageResource, resource_version};
@@ -145,11 +146,12 @@ fn check_preconditions(req: &RestRequest<'_>, current: &Value, pre: &Preconditio
     Ok(())
 }
 
-/// Deletes one object; returns what the response shows.
+/// Deletes one object; returns what the response shows, and adds admission's warnings to `warnings`.
 async fn delete_one(
     req: &RestRequest<'_>,
     key: &ObjectKey,
     options: &DeleteOptions,
+    warnings: &mut Vec<String>,
 ) -> Result<Value, Status> {
     let storage = req.resource.storage();
     let store = req.ctx.store.as_ref();
@@ -157,7 +159,7 @@ async fn delete_one(
     if let Some(pre) = &options.preconditions {
         check_preconditions(req, &current, pre)?;
     }
-    admit_delete(req, key, &current, options).await?;
+    warnings.extend(admit_delete(req, key, &current, options).await?);
     if storage == namespaces() {
         return super::namespace_deletion::delete(req, key, current, options.dry_run).await;
     }
@@ -176,12 +178,13 @@ async fn delete_one(
 
 /// Admission of a delete: mutating webhooks are called without an object (upstream's handler admits
 /// the delete before the registry reads it), validating ones with the stored object as `oldObject`.
+/// Returns the webhooks' warnings, which upstream's response carries as for any write.
 async fn admit_delete(
     req: &RestRequest<'_>,
     key: &ObjectKey,
     current: &Value,
     options: &DeleteOptions,
-) -> Result<(), Status> {
+) -> Result<Vec<String>, Status> {
     let with_options = |mut attributes: Attributes| {
         attributes.name = key.name.clone();
         attributes.dry_run = options.dry_run;
@@ -197,7 +200,7 @@ async fn admit_delete(
         None,
         "DeleteOptions",
     ));
-    admission::mutate(req, &mut attributes).await?;
+    let mut warnings = admission::mutate(req, &mut attributes).await?.warnings;
     let attributes = with_options(Attributes::of(
         req,
         Operation::Delete,
@@ -205,8 +208,8 @@ async fn admit_delete(
         Some(current),
         "DeleteOptions",
     ));
-    admission::validate(req, &attributes).await?;
-    Ok(())
+    warnings.extend(admission::validate(req, &attributes).await?.warnings);
+    Ok(warnings)
 }
 
 /// `updateForGracefulDeletionAndFinalizers` for a non-graceful strategy: when the object has finalizers
@@ -304,7 +307,8 @@ async fn delete_all(store: &dyn crate::store::Store, resource: &StorageResource,
 /// DELETE on an object.
 pub(crate) async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let options = delete_options(req, body).await?;
-    let deleted = delete_one(req, &req.key(), &options).await?;
+    let mut warnings = Vec::new();
+    let deleted = delete_one(req, &req.key(), &options, &mut warnings).await?;
     let still_there = deleted.pointer("/metadata/deletionTimestamp").is_some()
         && deleted
             .pointer("/metadata/finalizers")
@@ -319,7 +323,10 @@ pub(crate) async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response
         } else {
             StatusCode::OK
         };
-        return Ok(req.respond(code, &render_object(req, deleted)));
+        return Ok(with_warnings(
+            req.respond(code, &render_object(req, deleted)),
+            &warnings,
+        ));
     }
     let status = Status::success(StatusDetails {
         name: req.info.name.clone(),
@@ -328,7 +335,7 @@ pub(crate) async fn delete(req: &RestRequest<'_>, body: Body) -> Result<Response
         uid: meta_str(&deleted, "uid").to_owned(),
         ..StatusDetails::default()
     });
-    Ok(req.format.error(status))
+    Ok(with_warnings(req.format.error(status), &warnings))
 }
 
 /// DELETE on a collection: deletes the selected objects and answers with the list of them.
@@ -344,6 +351,7 @@ pub(crate) async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Resu
         .list(&req.resource.storage(), req.namespace.as_deref())
         .await?;
     let mut deleted = Vec::new();
+    let mut warnings = Vec::new();
     for (i, item) in items.into_iter().filter(|o| selection.matches(o)).enumerate() {
         if i % YIELD_EVERY == YIELD_EVERY - 1 {
             // Let the request deadline fire, and other requests run, in a long collection delete.
@@ -353,14 +361,18 @@ pub(crate) async fn delete_collection(req: &RestRequest<'_>, body: Body) -> Resu
             namespace: req.namespace.clone(),
             name: meta_str(&item, "name").to_owned(),
         };
-        match delete_one(req, &key, &options).await {
+        match delete_one(req, &key, &options, &mut warnings).await {
             Ok(object) => deleted.push(object),
             Err(status) if status.code == 404 => {}
             Err(status) => return Err(status),
         }
     }
     let revision = req.ctx.store.current_revision().await?;
-    respond_list(req, list_metadata(revision, None, None), deleted).await
+    // Upstream's warning recorder keeps each text once per response.
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|warning| seen.insert(warning.clone()));
+    let response = respond_list(req, list_metadata(revision, None, None), deleted).await?;
+    Ok(with_warnings(response, &warnings))
 }
 
 /// Deletes between yields of a collection delete.
