@@ -783,4 +783,140 @@ mod with_etcd {
             etcd_watchers_for_watches(&["--watch-cache-sizes=configmaps#0,secrets#100"], 20).await;
         assert!(sized_off >= 20, "configmaps#0: {sized_off} more etcd watchers");
     }
+
+    /// A watch-list of more objects than one store read holds (the server reads its initial state in
+    /// ranges of 250 keys) while writers keep creating more: the initial `ADDED` events are one snapshot
+    /// — every object at the bookmark's revision once, none newer — and every write after it arrives
+    /// once, after the bookmark. With the watch cache on and off.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_watch_list_of_many_ranges_is_one_snapshot_while_writes_go_on() {
+        for flags in [&[][..], &["--watch-cache=false"][..]] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let Some(etcd) = etcd(dir.path(), 0) else { return };
+            let (_cluster, client) = server(dir.path(), &etcd, flags).await;
+            const BEFORE: usize = 600;
+            let create =
+                |client: Arc<TestClient>, names: Vec<String>, acknowledged: Arc<Mutex<BTreeSet<String>>>| {
+                    tokio::spawn(async move {
+                        for name in names {
+                            let body = json!({"metadata": {"name": name}}).to_string();
+                            let reply = client.post(CONFIGMAPS, &body).await;
+                            assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+                            acknowledged.lock().expect("acknowledged").insert(name);
+                        }
+                    })
+                };
+            let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
+            let first: Vec<_> = (0..4)
+                .map(|w| {
+                    let names = (w..BEFORE).step_by(4).map(|i| format!("before-{i:04}")).collect();
+                    create(client.clone(), names, acknowledged.clone())
+                })
+                .collect();
+            for writer in first {
+                writer.await.expect("writer");
+            }
+            let during: Vec<_> = (0..2)
+                .map(|w| {
+                    let names = (0..100).map(|i| format!("during-{w}-{i:03}")).collect();
+                    create(client.clone(), names, acknowledged.clone())
+                })
+                .collect();
+            let path = format!(
+                "{CONFIGMAPS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+            );
+            let response = client.open(Method::GET, &path, &[], None).await;
+            assert_eq!(response.status(), StatusCode::OK, "{flags:?}");
+            let mut body = response.into_body();
+            let (mut buffer, mut initial, mut after) = (Vec::new(), Vec::new(), Vec::new());
+            let mut snapshot = None;
+            let mut writers_done = false;
+            let mut during = Some(during);
+            loop {
+                if snapshot.is_some() && !writers_done {
+                    for writer in during.take().into_iter().flatten() {
+                        writer.await.expect("writer");
+                    }
+                    writers_done = true;
+                }
+                let expected = acknowledged.lock().expect("acknowledged").len();
+                if writers_done && initial.len() + after.len() >= expected {
+                    break;
+                }
+                let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "{flags:?}: {} + {} of {expected} objects within 10 s",
+                            initial.len(),
+                            after.len()
+                        )
+                    })
+                    .expect("the watch stays open")
+                    .expect("a frame");
+                let Ok(data) = frame.into_data() else { continue };
+                buffer.extend_from_slice(&data);
+                while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buffer.drain(..=end).collect();
+                    let event: Value = serde_json::from_slice(&line).expect("a JSON watch event");
+                    let object = &event["object"];
+                    match event["type"].as_str() {
+                        Some("BOOKMARK")
+                            if object["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true" =>
+                        {
+                            snapshot = Some(revision(object));
+                        }
+                        Some("BOOKMARK") => {}
+                        Some("ADDED") => {
+                            let name = object["metadata"]["name"].as_str().expect("name").to_owned();
+                            let seen = if snapshot.is_some() {
+                                &mut after
+                            } else {
+                                &mut initial
+                            };
+                            seen.push((name, revision(object)));
+                        }
+                        other => panic!("{flags:?}: unexpected event {other:?}: {event}"),
+                    }
+                }
+            }
+            let snapshot = snapshot.expect("the initial-events-end bookmark");
+            let names = |events: &[(String, u64)]| -> BTreeSet<String> {
+                events.iter().map(|(n, _)| n.clone()).collect()
+            };
+            let (initial_names, after_names) = (names(&initial), names(&after));
+            assert_eq!(
+                initial_names.len(),
+                initial.len(),
+                "{flags:?}: each object once in the initial events"
+            );
+            assert_eq!(
+                after_names.len(),
+                after.len(),
+                "{flags:?}: each write once after the bookmark"
+            );
+            assert!(
+                initial_names.is_disjoint(&after_names),
+                "{flags:?}: nothing both before and after the bookmark"
+            );
+            assert!(
+                initial.iter().all(|(_, rv)| *rv <= snapshot),
+                "{flags:?}: no initial event newer than the snapshot"
+            );
+            assert!(
+                after.iter().all(|(_, rv)| *rv > snapshot),
+                "{flags:?}: every later event after the snapshot"
+            );
+            assert!(
+                (0..BEFORE).all(|i| initial_names.contains(&format!("before-{i:04}"))),
+                "{flags:?}: every object written before the watch-list is in its initial events"
+            );
+            let every: BTreeSet<String> = initial_names.union(&after_names).cloned().collect();
+            assert_eq!(
+                every,
+                *acknowledged.lock().expect("acknowledged"),
+                "{flags:?}: every acknowledged write once"
+            );
+        }
+    }
 }
