@@ -37,7 +37,7 @@
 //!    CRDs, peer endpoint records).
 //! 5. [`chain`]: the handler chain, whose module documentation states the order of its stages once.
 //! 6. [`server`]: configuration, state, listener and TLS of one server, and its wiring of `mvp-core`
-//!    ([`server::mvp`]); it builds everything above into a running server.
+//!    (`server::mvp`); it builds everything above into a running server.
 //! 7. [`cluster`]: several servers together (in-process, as processes, with etcd) and the upgrade
 //!    simulator.
 //!

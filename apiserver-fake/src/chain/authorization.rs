@@ -1,5 +1,5 @@
 //! Authorization: kube-apiserver's `--authorization-mode`: `AlwaysAllow` (the default), `AlwaysDeny`,
-//! `RBAC` (on the store's Roles and bindings, [`crate::chain::rbac`]) and `Node` (which has an opinion only on
+//! `RBAC` (on the store's Roles and bindings, `crate::chain::rbac`) and `Node` (which has an opinion only on
 //! kubelets' requests; the fake has no kubelets, so it never has one), behind the `Authorizer` seam.
 //!
 //! As upstream, the members of `system:masters` are always allowed (the privileged-group authorizer

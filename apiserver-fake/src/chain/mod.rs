@@ -4,25 +4,25 @@
 //! Outermost first, as a request travels them, one filter a module:
 //!
 //! 0. over HTTP/2, reading what a handler left unread of the request body before answering
-//!    ([`h2_drain`]), so clients always get early answers (405, 401, ...) instead of a reset stream;
-//! 0. the per-request log line at `--v=3` ([`http_log`], kube-apiserver's `WithHTTPLogging`: outside
+//!    (`h2_drain`), so clients always get early answers (405, 401, ...) instead of a reset stream;
+//! 0. the per-request log line at `--v=3` (`http_log`, kube-apiserver's `WithHTTPLogging`: outside
 //!    authentication, so 401s are logged too);
-//! 1. response `Cache-Control` default ([`cache_control`], kube-apiserver's `WithCacheControl`; acts on
+//! 1. response `Cache-Control` default (`cache_control`, kube-apiserver's `WithCacheControl`; acts on
 //!    the response);
-//! 2. authentication ([`authentication`]), then impersonation ([`impersonation`], whose permission is
+//! 2. authentication (`authentication`), then impersonation (`impersonation`, whose permission is
 //!    checked with the authorizer here); 401 for nobody;
-//! 3. request classification ([`request_info`], kube's `RequestInfo`; 500 when the URL cannot be
+//! 3. request classification (`request_info`, kube's `RequestInfo`; 500 when the URL cannot be
 //!    classified);
-//! 4. the request metrics ([`metrics`]), counting every answer from here in;
-//! 5. the audit ID and the audit event ([`audit`]);
-//! 6. the request log ([`request_log`]);
-//! 7. API Priority and Fairness classification, its response headers ([`flow_control`]);
+//! 4. the request metrics (`metrics`), counting every answer from here in;
+//! 5. the audit ID and the audit event (`audit`);
+//! 6. the request log (`request_log`);
+//! 7. API Priority and Fairness classification, its response headers (`flow_control`);
 //! 8. authorization ([`authorization`], 403 here), so everything above sees a 403 like any answer;
 //! 9. the request deadline (`--request-timeout`, 504) and, within it, API Priority and Fairness
-//!    ([`flow_control`]: seats and fair queues, 429), or the max-in-flight limit ([`inflight`], 429)
-//!    when that is off ([`deadline`]);
-//! 10. the Mixed Version Proxy filter, when the server installed one (see [`crate::server::mvp`]);
-//! 11. routing ([`routing`]): health, `/version`, `/metrics`, discovery, OpenAPI, resources.
+//!    (`flow_control`: seats and fair queues, 429), or the max-in-flight limit (`inflight`, 429)
+//!    when that is off (`deadline`);
+//! 10. the Mixed Version Proxy filter, when the server installed one (see `crate::server::mvp`);
+//! 11. routing (`routing`): health, `/version`, `/metrics`, discovery, OpenAPI, resources.
 //!
 //! This follows kube-apiserver's `DefaultBuildHandlerChain` (authentication, audit, impersonation,
 //! priority and fairness, authorization), but for three differences: classification follows

@@ -5,7 +5,7 @@
 //! names), one kubeconfig per server (`DIR/NAME.kubeconfig`), the load balancer's
 //! (`DIR/cluster.kubeconfig`, see [`load_balancer`]), a static bearer token (`DIR/token`, for HTTP
 //! load tools) and `DIR/cluster.json`, prints a table and runs until SIGINT/SIGTERM. The cluster is
-//! described by a YAML file ([`config_file`]); the presets are such files.
+//! described by a YAML file (`config_file`); the presets are such files.
 
 pub(crate) mod config_file;
 pub mod containers;

@@ -391,7 +391,7 @@ struct FlagsOnly {
 }
 
 impl ServerFlags {
-    /// The flags [`crate::chain::authentication::Authenticator`] is built from.
+    /// The flags `crate::chain::authentication::Authenticator` is built from.
     pub fn authentication(&self) -> AuthenticationOptions {
         AuthenticationOptions {
             client_ca_file: self.client_ca_file.clone(),

@@ -4,7 +4,7 @@
 //! A kube-apiserver command line (a kubeadm static-pod manifest's, say) carries `--v=2`; the fake takes
 //! the same flags with the same syntax and errors, and maps the verbosity onto `tracing` levels
 //! ([`Verbosity::filter`]): klog's `V(0)` messages are `info`, its `V(2)` ones `debug`, and at `--v=3`
-//! one `HTTP` line per request (the `httplog` target, [`crate::chain::http_log`]) as upstream's
+//! one `HTTP` line per request (the `httplog` target, `crate::chain::http_log`) as upstream's
 //! `httplog` writes at that level. `RUST_LOG`, when set, replaces the mapping.
 //!
 //! klog's own flags (`--logtostderr`, `--log-file`, ...) were removed from kube-apiserver in 1.26

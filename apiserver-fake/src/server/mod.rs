@@ -1,5 +1,5 @@
 //! One fake kube-apiserver: its configuration ([`config`]), shared state (`ServerState`), listener and
-//! TLS, the wiring of the Mixed Version Proxy ([`mvp`]), and its lifecycle.
+//! TLS, the wiring of the Mixed Version Proxy (`mvp`), and its lifecycle.
 //!
 //! [`start`] binds the secure port, builds the handler chain (`crate::chain::handler_chain`) and starts
 //! the background controllers ([`crate::controllers`]) a real kube-apiserver runs for the proxy: the

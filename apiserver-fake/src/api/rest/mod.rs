@@ -10,14 +10,14 @@
 //!
 //! | verb | module |
 //! |---|---|
-//! | get, list | [`read`] |
-//! | watch | [`watch`] |
-//! | create, update, patch | [`write`](mod@write) |
-//! | delete, deletecollection | [`delete`] |
+//! | get, list | `read` |
+//! | watch | `watch` |
+//! | create, update, patch | `write` |
+//! | delete, deletecollection | `delete` |
 //!
 //! Objects are stored version-agnostically (per group/resource); the fake does not convert between
 //! versions, it relabels `apiVersion` with the version requested. Per-resource strategy behaviour the
-//! store knows nothing about, such as `metadata.generation` ([`generation`]), happens here.
+//! store knows nothing about, such as `metadata.generation` (`generation`), happens here.
 
 pub mod admission;
 pub(crate) mod chunked_list;
@@ -108,7 +108,7 @@ pub struct ResourceInfo {
     /// written ([`structural`]); `None` for built-ins and CRD versions without a schema.
     pub schema: Option<Arc<Value>>,
     /// Custom resources: the `openAPIV3Schema` of the CRD's storage version, whose `default`s every
-    /// object read from storage gets ([`structural::defaulting`]); `None` for built-ins.
+    /// object read from storage gets (`structural::defaulting`); `None` for built-ins.
     pub storage_schema: Option<Arc<Value>>,
 }
 

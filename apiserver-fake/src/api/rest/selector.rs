@@ -329,7 +329,7 @@ impl FieldSelector {
             .map(|r| r.value.as_str())
     }
 
-    /// Whether `object` satisfies every requirement, on the values [`selectable_value`] gives.
+    /// Whether `object` satisfies every requirement, on the values `selectable_value` gives.
     pub fn matches(&self, object: &Value) -> bool {
         self.requirements
             .iter()

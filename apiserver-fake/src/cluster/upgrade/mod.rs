@@ -13,7 +13,7 @@
 //! false 404, a lost write or a missed watch event. Its progress is a line redrawn on a terminal, and
 //! plain lines (one per phase) otherwise.
 //!
-//! What is counted (see [`report::RunReport`]): false 404s (a 404 from the router for a resource that
+//! What is counted (see `report::RunReport`): false 404s (a 404 from the router for a resource that
 //! a server up throughout the request served), 503s and other errors, acknowledged writes not visible
 //! at the end, acknowledged writes no watch delivered, and latency of proxied and local requests.
 

@@ -12,13 +12,13 @@
 //!    update (a Service keeps its allocated IPs when the body omits them).
 //!
 //! Custom resources get their CRD version's structural-schema defaults instead
-//! ([`super::structural::defaulting`]). Where a default depends on a feature gate, the gate's default at the
+//! (`structural::defaulting`). Where a default depends on a feature gate, the gate's default at the
 //! binary's version is followed ([`gate`]); the fake does not accept `--feature-gates` for these gates.
 //!
-//! One module per API group: [`core`] (with [`pod`] for the pod spec shared by every template and
-//! [`service_ip`] for cluster IP and node port allocation), [`apps`], [`batch`], [`networking`],
-//! [`admissionregistration`]; and
-//! [`status`], the status fields every kind's Go encoding always writes.
+//! One module per API group: `core` (with `pod` for the pod spec shared by every template and
+//! `service_ip` for cluster IP and node port allocation), `apps`, `batch`, `networking`,
+//! `admissionregistration`; and
+//! `status`, the status fields every kind's Go encoding always writes.
 
 pub(crate) mod admissionregistration;
 pub(crate) mod apps;

@@ -16,7 +16,7 @@
 //!   validators): wrong types and missing required fields are `Invalid` causes with kube-openapi's
 //!   messages (`spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer:
 //!   "string"`).
-//! - [`defaulting`] applies the schema's `default`s.
+//! - `defaulting` applies the schema's `default`s.
 //! - [`validation_rules`] runs the schema's `x-kubernetes-validations` CEL rules.
 
 pub(crate) mod defaulting;

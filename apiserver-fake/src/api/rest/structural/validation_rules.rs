@@ -9,7 +9,7 @@
 //!   items of `x-kubernetes-list-type: map` lists matched by their keys). A rule that is not `true`
 //!   becomes a cause at the node's path (plus the rule's `fieldPath`) with the rule's `reason`
 //!   (`FieldValueInvalid` by default), and the `messageExpression`'s result, the `message`, or
-//!   `failed rule: <rule>` as its detail. Rules share upstream's cost budget ([`crate::cel::cost`]).
+//!   `failed rule: <rule>` as its detail. Rules share upstream's cost budget (`cel::cost`).
 //! - [`check_definition`] compiles every rule of a CRD being written: a rule that does not compile
 //!   refuses the CRD with upstream's `…x-kubernetes-validations[0].rule: Invalid value:
 //!   apiextensions.ValidationRule{…}: compilation failed: ERROR: <input>:…`.

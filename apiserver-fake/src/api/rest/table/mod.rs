@@ -1,7 +1,7 @@
 //! Server-side printing: `meta.k8s.io/v1` `Table` and `PartialObjectMetadata[List]`.
 //!
 //! A Table's columns and cells come from one of three convertors, as in kube-apiserver:
-//! * built-in resources with a printer ([`printers`]) get upstream's per-type columns (kubectl's
+//! * built-in resources with a printer (`printers`) get upstream's per-type columns (kubectl's
 //!   `STATUS`, `AGE`, ...), cells computed from the object as `pkg/printers/internalversion` computes
 //!   them, wide (priority 1) cells always included as the server includes them, and row
 //!   `conditions` where upstream sets them (a finished Pod's `Completed`);
@@ -10,7 +10,7 @@
 //! * everything else (built-in types without a printer, CustomResourceDefinitions up to 1.36) gets
 //!   `rest.NewDefaultTableConvertor`'s `Name` and `Created At`.
 //!
-//! Ages are computed against a `now` the caller passes ([`age`]).
+//! Ages are computed against a `now` the caller passes (`age`).
 
 pub(crate) mod age;
 mod apiserver;

@@ -2,7 +2,7 @@
 //! users create most, with upstream's rules and wording: `pkg/apis/<group>/validation/validation.go`.
 //!
 //! Validators build a [`FieldErrors`] list of [`FieldError`]s (upstream's `field.ErrorList`), which
-//! [`FieldErrors::into_causes`] renders as kube-apiserver renders each `field.Error` into a
+//! [`into_causes`] renders as kube-apiserver renders each `field.Error` into a
 //! `StatusCause` (`staging/src/k8s.io/apimachinery/pkg/util/validation/field/errors.go`, `ErrorBody`),
 //! for [`Status::invalid`](crate::api::status::Status::invalid) to aggregate into the 422 message.
 //!
