@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 
 use serde_json::Value;
-use support::admission_policy::{case_config_map, policy_on_case};
+use support::admission_policy::{EVERY_PAIR, case_config_map, every_pair_conditions, policy_on_case};
 use support::demo::{KubectlDemo, server};
 use support::kubectl;
 
@@ -403,16 +403,10 @@ fn cost_limits_of_mutating_policies() {
         return;
     };
     let (a, dir) = (cluster.kubeconfig("a"), &cluster.dir);
-    let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
+    let nested = EVERY_PAIR;
     let mutation =
         format!("{nested} ? [JSONPatch{{op: 'add', path: '/metadata/labels/checked', value: 'yes'}}] : []");
-    let condition = format!("{{name: pairs, expression: \"{nested}\"}}");
-    let conditions = format!(
-        "[{}]",
-        ["a", "b", "c"]
-            .map(|name| condition.replace("pairs", &format!("pairs-{name}")))
-            .join(", ")
-    );
+    let conditions = every_pair_conditions();
     let policies = [
         costly_mutating_policy("call-limit", "Fail", "[]", &mutation),
         costly_mutating_policy("call-limit-ignored", "Ignore", "[]", &mutation),

@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use support::admission_policy::{case_config_map, policy_on_case};
+use support::admission_policy::{EVERY_PAIR, case_config_map, every_pair_conditions, policy_on_case};
 use support::demo::KubectlDemo;
 use support::{kubectl, kubectl_ok};
 
@@ -489,16 +489,10 @@ fn cost_limits_with_kubectl() {
         return;
     };
     let (a, dir) = (cluster.kubeconfig("a"), &cluster.dir);
-    let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
+    let nested = EVERY_PAIR;
     let validation = format!("{{expression: \"{nested}\"}}");
     let eleven = format!("[{}]", [validation.as_str(); 11].join(", "));
-    let condition = format!("{{name: pairs, expression: \"{nested}\"}}");
-    let conditions = format!(
-        "[{}]",
-        ["a", "b", "c"]
-            .map(|name| condition.replace("pairs", &format!("pairs-{name}")))
-            .join(", ")
-    );
+    let conditions = every_pair_conditions();
     let policies = [
         costly_policy("call-limit", "Fail", "[]", &format!("[{validation}]")),
         costly_policy("call-limit-ignored", "Ignore", "[]", &format!("[{validation}]")),

@@ -45,3 +45,20 @@ pub fn case_config_map(name: &str, keys: usize) -> String {
         data.join(", ")
     )
 }
+
+/// A CEL expression comparing every key of a ConfigMap's data with every other: quadratic in the keys,
+/// so that over 1,000 keys ([`case_config_map`]) one call is over upstream's per-call cost limit.
+pub const EVERY_PAIR: &str =
+    "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
+
+/// Three `matchConditions` (a YAML flow list for [`policy_on_case`]), `pairs-a`, `pairs-b` and
+/// `pairs-c`, each [`EVERY_PAIR`]: over 1,000 keys together they spend the conditions' cost budget.
+pub fn every_pair_conditions() -> String {
+    let condition = format!("{{name: pairs, expression: \"{EVERY_PAIR}\"}}");
+    format!(
+        "[{}]",
+        ["a", "b", "c"]
+            .map(|name| condition.replace("pairs", &format!("pairs-{name}")))
+            .join(", ")
+    )
+}
