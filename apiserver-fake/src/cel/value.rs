@@ -26,7 +26,7 @@ pub fn to_cel(value: &Value) -> cel::Value {
     }
 }
 
-/// How many JSON values `value` holds, itself included (what [`super::cost`] sizes data by).
+/// How many JSON values `value` holds, itself included (what `cel::cost` sizes data by).
 pub fn size(value: &Value) -> u64 {
     match value {
         Value::Array(items) => 1 + items.iter().map(size).sum::<u64>(),

@@ -5,14 +5,14 @@
 //! The write handlers call two seams, where upstream's handlers call admission:
 //! [`mutate`] after decoding and defaulting, before the strategy validates (create, update, patch, and
 //! delete without an object), and [`validate`] after validation, right before the store write. The
-//! built-in admission the fake has (`NamespaceLifecycle`, [`super::lifecycle`]) runs first, as in
+//! built-in admission the fake has (`NamespaceLifecycle`, `super::lifecycle`) runs first, as in
 //! upstream's plugin order.
 //!
 //! Configurations are read from the store on every write (upstream reads an informer's cache): every
 //! server of a cluster shares the store, so every server knows every configuration at once. Webhooks are
 //! called in configuration-name order, then in their order in the configuration; validating webhooks in
 //! parallel (the first failure in that order is reported). A webhook's `matchConditions` are evaluated
-//! once its rules and selectors match ([`match_conditions`]).
+//! once its rules and selectors match (`match_conditions`).
 
 pub(crate) mod match_conditions;
 pub(crate) mod matching;
