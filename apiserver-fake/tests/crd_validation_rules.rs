@@ -128,3 +128,73 @@ fn crd_defaults_and_validation_rules_with_kubectl() {
 
     insta::assert_snapshot!("crd_rules_kubectl", transcript.join("\n"));
 }
+
+/// A rule over Kubernetes' named formats (`format.dns1123Label().validate(…)`, an optional list of
+/// upstream's messages), its `messageExpression` joining them: an invalid name is refused with them.
+#[test]
+fn crd_rule_with_named_formats_with_kubectl() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
+    let manifest = demo.wait_for_manifest(dir.path());
+    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    };
+    let crd = write(
+        "gizmos.yaml",
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              name: {type: string}
+              id: {type: string}
+            x-kubernetes-validations:
+            - rule: "!format.dns1123Label().validate(self.name).hasValue()"
+              messageExpression: "format.dns1123Label().validate(self.name).value().join(', ')"
+            - rule: "!has(self.id) || !format.named('uuid').value().validate(self.id).hasValue()"
+              messageExpression: "'id: ' + format.uuid().validate(self.id).value().join(', ')"
+"#,
+    );
+    let (created, _, err) = kubectl(&a, &["apply", "-f", &crd]);
+    assert!(created, "{err}");
+    wait_until_served(&a, "gizmos.v1.example.com");
+
+    let good = write(
+        "good.yaml",
+        "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: good}\n\
+         spec: {name: my-name, id: 123e4567-e89b-12d3-a456-426614174000}\n",
+    );
+    let (created, out, err) = kubectl(&a, &["apply", "-f", &good]);
+    assert!(created, "{err}");
+    assert_eq!(out, "gizmo.example.com/good created\n");
+
+    let bad = write(
+        "bad.yaml",
+        "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: bad}\nspec: {name: My_Name, id: nope}\n",
+    );
+    let (created, _, invalid) = kubectl(&a, &["apply", "-f", &bad]);
+    assert!(!created, "an invalid name is refused");
+    insta::assert_snapshot!(
+        "crd_rules_format_kubectl",
+        format!("$ kubectl apply -f bad.yaml  # spec: {{name: My_Name, id: nope}}\n{invalid}")
+    );
+}

@@ -14,6 +14,7 @@
 //! schema does not declare when the rule is compiled, here they fail (or are `false`) when evaluated.
 
 pub(crate) mod cost;
+pub(crate) mod format;
 pub(crate) mod library;
 pub(crate) mod network;
 pub(crate) mod objects;
@@ -275,7 +276,16 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
 }
 
 /// Names an expression may use without declaring them: the namespaces of library functions.
-const NAMESPACES: &[&str] = &["math", "strings", "lists", "optional", "cel", "jsonpatch", "ip"];
+const NAMESPACES: &[&str] = &[
+    "math",
+    "strings",
+    "lists",
+    "optional",
+    "cel",
+    "jsonpatch",
+    "ip",
+    "format",
+];
 
 /// A walk over a parsed expression: the identifiers that are neither declared, bound by an enclosing
 /// comprehension nor a library namespace; the deepest comprehension nesting; the number of nodes; the
