@@ -104,6 +104,10 @@ const INVALID: &[(&str, &str)] = &[
         "validating webhook configuration: name, timeout, side effects, plain http url, review versions",
         "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: hooks}\nwebhooks:\n- name: check\n  timeoutSeconds: 99\n  clientConfig: {url: 'http://hook.example.com/validate'}\n  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}]\n  admissionReviewVersions: [v2]\n",
     ),
+    (
+        "mutating webhook configuration: namespace and object selectors",
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: selectors}\nwebhooks:\n- name: check.example.com\n  sideEffects: None\n  clientConfig: {url: 'https://hook.example.com/mutate'}\n  admissionReviewVersions: [v1]\n  namespaceSelector:\n    matchLabels: {team: 'a b'}\n    matchExpressions:\n    - {key: env, operator: In}\n    - {key: env, operator: Exists, values: [prod]}\n  objectSelector:\n    matchExpressions: [{key: -app, operator: Bogus, values: [web]}]\n",
+    ),
 ];
 
 /// `text` with every UUID replaced by `[uid]` (a Job's generated selector carries its uid).

@@ -293,9 +293,10 @@ const SCOPES: &[&str] = &["*", "Cluster", "Namespaced"];
 const REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
 
 /// `ValidateValidatingWebhookConfiguration` / `ValidateMutatingWebhookConfiguration`, as at create: each
-/// webhook's name, rules, policies, side effects, timeout, client config and `matchConditions`, its
-/// `admissionReviewVersions`, and names unique in the configuration. (Upstream relaxes some of these on
-/// update when the stored object already broke them; the fake checks updates as creates.)
+/// webhook's name, rules, policies, side effects, timeout, label selectors, client config and
+/// `matchConditions`, its `admissionReviewVersions`, and names unique in the configuration. (Upstream
+/// relaxes some of these on update when the stored object already broke them, e.g. invalid label values
+/// in selectors; the fake checks updates as creates.)
 pub(crate) fn validate_webhook_configuration(object: &Value, mutating: bool) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let mut names = std::collections::HashSet::new();
@@ -318,7 +319,7 @@ pub(crate) fn validate_webhook_configuration(object: &Value, mutating: bool) -> 
     errors
 }
 
-/// `validateValidatingWebhook` / `validateMutatingWebhook` (selectors are not checked).
+/// `validateValidatingWebhook` / `validateMutatingWebhook`.
 fn webhook_of(errors: &mut FieldErrors, webhook: &Value, at: &Path, mutating: bool) {
     fully_qualified_name(errors, str_at(webhook, "/name"), &at.child("name"));
     for (i, rule) in list_at(webhook, "/rules").iter().enumerate() {
@@ -349,6 +350,11 @@ fn webhook_of(errors: &mut FieldErrors, webhook: &Value, at: &Path, mutating: bo
             "the timeout value must be between 1 and 30 seconds",
         ));
     }
+    for key in ["namespaceSelector", "objectSelector"] {
+        if let Some(selector) = webhook.get(key).filter(|s| !s.is_null()) {
+            label_selector(errors, selector, &at.child(key));
+        }
+    }
     if mutating {
         one_of(errors, "reinvocationPolicy", REINVOCATION_POLICIES);
     }
@@ -369,6 +375,55 @@ fn webhook_of(errors: &mut FieldErrors, webhook: &Value, at: &Path, mutating: bo
         &at.child("matchConditions"),
         match_conditions::VARIABLES,
     );
+}
+
+/// `metav1validation.ValidateLabelSelector` as at create (`AllowInvalidLabelValueInSelector` false):
+/// `matchLabels` keys and values, then each of `matchExpressions`: its operator and the values it needs
+/// or forbids, its key, its values as label values.
+fn label_selector(errors: &mut FieldErrors, selector: &Value, at: &Path) {
+    use crate::cel::format::{label_value_violations, qualified_name_violations};
+    let labels = at.child("matchLabels");
+    for (key, value) in super::string_map_at(selector, "/matchLabels") {
+        for message in qualified_name_violations(&key) {
+            errors.push(FieldError::invalid_str(&labels, &key, &message));
+        }
+        for message in label_value_violations(&value) {
+            errors.push(FieldError::invalid_str(&labels, &value, &message));
+        }
+    }
+    for (i, requirement) in list_at(selector, "/matchExpressions").iter().enumerate() {
+        let at = at.child("matchExpressions").index(i);
+        let values = strings_of(list_at(requirement, "/values"));
+        match str_at(requirement, "/operator") {
+            "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
+                &at.child("values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
+                &at.child("values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            operator => errors.push(FieldError::invalid_str(
+                &at.child("operator"),
+                operator,
+                "not a valid selector operator",
+            )),
+        }
+        let key = str_at(requirement, "/key");
+        for message in qualified_name_violations(key) {
+            errors.push(FieldError::invalid_str(&at.child("key"), key, &message));
+        }
+        for (j, value) in values.iter().enumerate() {
+            for message in label_value_violations(value) {
+                errors.push(FieldError::invalid_str(
+                    &at.child("values").index(j),
+                    value,
+                    &message,
+                ));
+            }
+        }
+    }
 }
 
 /// `IsFullyQualifiedName`: a DNS subdomain of at least three labels.
@@ -796,6 +851,47 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn webhook_selectors_are_label_selectors() {
+        let configuration = json!({"webhooks": [webhook(json!({
+            "namespaceSelector": {"matchLabels": {"-bad": "ok", "team": "a b"}, "matchExpressions": [
+                {"key": "env", "operator": "In"},
+                {"key": "env", "operator": "Exists", "values": ["prod"]},
+                {"key": "a/b/c", "operator": "Bogus", "values": ["-x"]},
+            ]},
+            "objectSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]},
+        }))]});
+        let name_part = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an \
+                         alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for \
+                         validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+        let value = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', \
+                     and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or \
+                     '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+        for mutating in [false, true] {
+            assert_eq!(
+                fields_and_bodies(&configuration, mutating),
+                [
+                    format!("webhooks[0].namespaceSelector.matchLabels: Invalid value: \"-bad\": name part {name_part}"),
+                    format!("webhooks[0].namespaceSelector.matchLabels: Invalid value: \"a b\": {value}"),
+                    "webhooks[0].namespaceSelector.matchExpressions[0].values: Required value: must be specified when \
+                     `operator` is 'In' or 'NotIn'"
+                        .to_owned(),
+                    "webhooks[0].namespaceSelector.matchExpressions[1].values: Forbidden: may not be specified when \
+                     `operator` is 'Exists' or 'DoesNotExist'"
+                        .to_owned(),
+                    "webhooks[0].namespaceSelector.matchExpressions[2].operator: Invalid value: \"Bogus\": not a \
+                     valid selector operator"
+                        .to_owned(),
+                    format!(
+                        "webhooks[0].namespaceSelector.matchExpressions[2].key: Invalid value: \"a/b/c\": a qualified \
+                         name {name_part} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+                    ),
+                    format!("webhooks[0].namespaceSelector.matchExpressions[2].values[0]: Invalid value: \"-x\": {value}"),
+                ]
+            );
+        }
     }
 
     #[test]
