@@ -56,6 +56,24 @@ impl WebhookServer {
         }
     }
 
+    /// A `kind` (`Validating`/`MutatingWebhookConfiguration`) named `name` with one webhook,
+    /// `<name>.example.com`, calling this test's server at `path` for `rules` (a YAML flow sequence).
+    fn one_webhook(&self, kind: &str, name: &str, path: &str, rules: &str) -> String {
+        let (port, ca) = (self.port, &self.ca_bundle);
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: {kind}
+metadata: {{name: {name}}}
+webhooks:
+- name: {name}.example.com
+  clientConfig: {{url: \"https://127.0.0.1:{port}{path}\", caBundle: {ca}}}
+  rules: {rules}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"
+        )
+    }
+
     /// How often `path` was called for the object named `name`.
     fn calls_for(&self, path: &str, name: &str) -> usize {
         self.calls
@@ -302,19 +320,47 @@ webhooks:
     )
 }
 
-fn kubeconfigs(dir: &Path) -> (PathBuf, PathBuf) {
-    (dir.join("a.kubeconfig"), dir.join("b.kubeconfig"))
+/// What each test starts: the webhook server and a cluster of the default layout whose servers reach
+/// it ([`start_cluster`]), with the kubeconfigs of `a` and `b`.
+struct WebhookCluster {
+    server: WebhookServer,
+    dir: tempfile::TempDir,
+    _demo: Demo,
+    a: PathBuf,
+    b: PathBuf,
+}
+
+impl WebhookCluster {
+    /// `None` (the test is skipped) without a kubectl to drive the cluster with.
+    fn start() -> Option<Self> {
+        if !kubectl_available() {
+            return None;
+        }
+        let server = WebhookServer::start();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let demo = start_cluster(dir.path(), server.port);
+        Some(Self {
+            server,
+            a: dir.path().join("a.kubeconfig"),
+            b: dir.path().join("b.kubeconfig"),
+            dir,
+            _demo: demo,
+        })
+    }
 }
 
 #[test]
 fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_behind_the_proxy() {
-    if !kubectl_available() {
+    let Some(cluster) = WebhookCluster::start() else {
         return;
-    }
-    let server = WebhookServer::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let _demo = start_cluster(dir.path(), server.port);
-    let (a, b) = kubeconfigs(dir.path());
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        a,
+        b,
+    } = cluster;
     apply(&b, dir.path(), "crd.yaml", CRONTAB_CRD);
     apply(&b, dir.path(), "webhooks.yaml", &configurations(&server));
 
@@ -486,18 +532,21 @@ fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_be
 
 #[test]
 fn failure_policies_decide_what_a_down_slow_or_broken_webhook_means() {
-    if !kubectl_available() {
+    let Some(cluster) = WebhookCluster::start() else {
         return;
-    }
-    let server = WebhookServer::start();
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        b,
+        ..
+    } = cluster;
     // A port nothing listens on: bound, then closed.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let _demo = start_cluster(dir.path(), server.port);
-    let (_, b) = kubeconfigs(dir.path());
     let (port, ca) = (server.port, &server.ca_bundle);
     let hook = |name: &str, kind: &str, url: String, policy: &str, timeout: u32| {
         format!(
@@ -631,13 +680,16 @@ fn failure_policies_decide_what_a_down_slow_or_broken_webhook_means() {
 /// (upstream's 403, the webhook not called) and is skipped under `Ignore`.
 #[test]
 fn match_conditions_decide_whether_a_webhook_is_called() {
-    if !kubectl_available() {
+    let Some(cluster) = WebhookCluster::start() else {
         return;
-    }
-    let server = WebhookServer::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let _demo = start_cluster(dir.path(), server.port);
-    let (_, b) = kubeconfigs(dir.path());
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        b,
+        ..
+    } = cluster;
     let (port, ca) = (server.port, &server.ca_bundle);
     let hook = |name: &str, condition: &str, policy: &str| {
         format!(
@@ -718,40 +770,35 @@ fn match_conditions_decide_whether_a_webhook_is_called() {
 /// subresource's own kind (`policy/v1` `Eviction`, `v1` `Binding`) under the pod's resource.
 #[test]
 fn evictions_and_bindings_are_admitted_as_creates_of_the_pods_subresources() {
-    if !kubectl_available() {
+    let Some(cluster) = WebhookCluster::start() else {
         return;
-    }
-    let server = WebhookServer::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let _demo = start_cluster(dir.path(), server.port);
-    let (_, b) = kubeconfigs(dir.path());
-    let (port, ca) = (server.port, &server.ca_bundle);
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        b,
+        ..
+    } = cluster;
     apply(
         &b,
         dir.path(),
         "webhooks.yaml",
-        &format!(
-            "apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {{name: eviction}}
-webhooks:
-- name: eviction.example.com
-  clientConfig: {{url: \"https://127.0.0.1:{port}/eviction\", caBundle: {ca}}}
-  rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/eviction]}}]
-  sideEffects: None
-  admissionReviewVersions: [v1]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {{name: binding}}
-webhooks:
-- name: binding.example.com
-  clientConfig: {{url: \"https://127.0.0.1:{port}/annotate\", caBundle: {ca}}}
-  rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/binding]}}]
-  sideEffects: None
-  admissionReviewVersions: [v1]
-"
-        ),
+        &[
+            server.one_webhook(
+                "ValidatingWebhookConfiguration",
+                "eviction",
+                "/eviction",
+                "[{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/eviction]}]",
+            ),
+            server.one_webhook(
+                "MutatingWebhookConfiguration",
+                "binding",
+                "/annotate",
+                "[{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/binding]}]",
+            ),
+        ]
+        .join("---\n"),
     );
     let pod = |name: &str| {
         format!(
@@ -876,13 +923,16 @@ webhooks:
 /// webhook, `Ignore` skips it.
 #[test]
 fn match_conditions_over_the_cost_limits_follow_the_failure_policy() {
-    if !kubectl_available() {
+    let Some(cluster) = WebhookCluster::start() else {
         return;
-    }
-    let server = WebhookServer::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let _demo = start_cluster(dir.path(), server.port);
-    let (_, b) = kubeconfigs(dir.path());
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        b,
+        ..
+    } = cluster;
     let (port, ca) = (server.port, &server.ca_bundle);
     let nested = "object.data.all(k, object.data.all(j, k == j || object.data[k] != object.data[j]))";
     let hook = |name: &str, conditions: usize, policy: &str| {
@@ -944,29 +994,25 @@ fn match_conditions_over_the_cost_limits_follow_the_failure_policy() {
 /// carries each distinct warning once.
 #[test]
 fn a_deletes_webhook_warnings_reach_the_client() {
-    if !kubectl_available() {
+    let Some(cluster) = WebhookCluster::start() else {
         return;
-    }
-    let server = WebhookServer::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let _demo = start_cluster(dir.path(), server.port);
-    let (_, b) = kubeconfigs(dir.path());
-    let (port, ca) = (server.port, &server.ca_bundle);
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        b,
+        ..
+    } = cluster;
     apply(
         &b,
         dir.path(),
         "webhooks.yaml",
-        &format!(
-            "apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {{name: delete-warning}}
-webhooks:
-- name: delete-warning.example.com
-  clientConfig: {{url: \"https://127.0.0.1:{port}/delete-warning\", caBundle: {ca}}}
-  rules: [{{operations: [DELETE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}}]
-  sideEffects: None
-  admissionReviewVersions: [v1]
-"
+        &server.one_webhook(
+            "ValidatingWebhookConfiguration",
+            "delete-warning",
+            "/delete-warning",
+            "[{operations: [DELETE], apiGroups: [\"\"], apiVersions: [v1], resources: [configmaps]}]",
         ),
     );
     for name in ["one", "two", "three"] {
