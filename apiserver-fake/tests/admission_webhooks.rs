@@ -163,6 +163,20 @@ async fn answer(path: &str, request: &Value) -> Bytes {
         "/delete-warning" => review(json!({"uid": uid, "allowed": true,
             "warnings": [format!("{} is being deleted", request["oldObject"]["metadata"]["name"].as_str().unwrap_or("?")),
                 "deletes are audited"]})),
+        "/token" => {
+            let audiences = request["object"]["spec"]["audiences"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if audiences.contains(&json!("untrusted")) {
+                review(json!({"uid": uid, "allowed": false,
+                    "status": {"code": 403, "reason": "Forbidden", "message": "no tokens for untrusted audiences"}}))
+            } else {
+                review(
+                    json!({"uid": uid, "allowed": true, "warnings": ["token request checked by the webhook"]}),
+                )
+            }
+        }
         "/garbage" => Bytes::from_static(b"garbage"),
         "/bad-patch" => review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
             "patch": patch(json!([{"op": "remove", "path": "/spec/nothing"}]))})),
@@ -1050,5 +1064,68 @@ fn a_deletes_webhook_warnings_reach_the_client() {
             "Warning: two is being deleted"
         ],
         "{err}"
+    );
+}
+
+/// A TokenRequest (`serviceaccounts/token`, what `kubectl create token` sends) is admitted as a create
+/// of the service account's subresource: a validating webhook refuses a token for an audience it does
+/// not trust with its own message, and its warning reaches the client of a token it allows.
+#[test]
+fn token_requests_are_admitted_as_creates_of_the_service_accounts_subresource() {
+    let Some(cluster) = WebhookCluster::start() else {
+        return;
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        b,
+        ..
+    } = cluster;
+    apply(
+        &b,
+        dir.path(),
+        "webhooks.yaml",
+        &server.one_webhook(
+            "ValidatingWebhookConfiguration",
+            "token",
+            "/token",
+            "[{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [serviceaccounts/token]}]",
+        ),
+    );
+    // The cluster runs without the controller manager, so no `default` service account: one of its own.
+    let (ok, _, err) = kubectl(&b, &["create", "serviceaccount", "robot"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = kubectl(&b, &["create", "token", "robot", "--audience", "untrusted"]);
+    assert!(!ok, "the webhook refuses the token");
+    assert_eq!(
+        err.trim(),
+        "error: failed to create token: admission webhook \"token.example.com\" denied the request: no tokens for untrusted audiences"
+    );
+    let (ok, out, err) = kubectl(&b, &["create", "token", "robot"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim().split('.').count(), 3, "a JWT: {out}");
+    assert_eq!(err.trim(), "Warning: token request checked by the webhook");
+    let reviews = server
+        .calls
+        .lock()
+        .expect("calls")
+        .get("/token")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(reviews.len(), 2, "one call per token request");
+    assert_eq!(
+        (
+            &reviews[1]["subResource"],
+            &reviews[1]["kind"],
+            &reviews[1]["name"]
+        ),
+        (
+            &json!("token"),
+            &json!({"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}),
+            &json!("robot")
+        ),
+        "{}",
+        reviews[1]
     );
 }

@@ -518,6 +518,11 @@ pub async fn token_request(
             )],
         ));
     }
+    // Upstream's create handler admits the TokenRequest (mutating, then validating admission) before
+    // the registry validates it.
+    let (request, warnings) =
+        crate::api::rest::subresource::admit_action(req, request, "authentication.k8s.io/v1", "TokenRequest")
+            .await?;
     let namespace = req.namespace.clone().unwrap_or_default();
     let spec = request.get("spec").cloned().unwrap_or_else(|| json!({}));
     let mut audiences: Vec<String> = spec
@@ -528,30 +533,7 @@ pub async fn token_request(
     if audiences.is_empty() {
         audiences = tokens.api_audiences.clone();
     }
-    let requested = match spec.get("expirationSeconds") {
-        None | Some(Value::Null) => DEFAULT_EXPIRATION_SECONDS,
-        Some(value) => value
-            .as_i64()
-            .ok_or_else(|| Status::bad_request("spec.expirationSeconds: must be an integer"))?,
-    };
-    let mut causes = Vec::new();
-    if requested < MIN_EXPIRATION_SECONDS {
-        causes.push(StatusCause {
-            reason: "FieldValueInvalid".to_owned(),
-            message: format!("Invalid value: {requested}: may not specify a duration less than 10 minutes"),
-            field: "spec.expirationSeconds".to_owned(),
-        });
-    }
-    if requested > MAX_EXPIRATION_SECONDS {
-        causes.push(StatusCause {
-            reason: "FieldValueTooLong".to_owned(),
-            message: "Too long: may not specify a duration larger than 2^32 seconds".to_owned(),
-            field: "spec.expirationSeconds".to_owned(),
-        });
-    }
-    if !causes.is_empty() {
-        return Err(Status::invalid(&kind, &name, causes));
-    }
+    let requested = requested_expiration(&spec, &kind, &name)?;
     let store = req.ctx.store.as_ref();
     let account = store
         .get(&service_accounts(), &ObjectKey::namespaced(&namespace, &name))
@@ -600,7 +582,41 @@ pub async fn token_request(
         "spec": spec_out,
         "status": {"token": token, "expirationTimestamp": rfc3339(now + expiration)},
     });
-    Ok(req.respond(StatusCode::CREATED, &response))
+    Ok(crate::api::rest::write::with_warnings(
+        req.respond(StatusCode::CREATED, &response),
+        &warnings,
+    ))
+}
+
+/// `spec.expirationSeconds` of a TokenRequest (the default when absent), refused with upstream's
+/// `ValidateTokenRequest` errors when under 10 minutes or over 2^32 seconds.
+fn requested_expiration(spec: &Value, kind: &GroupKind, name: &str) -> Result<i64, Status> {
+    let requested = match spec.get("expirationSeconds") {
+        None | Some(Value::Null) => DEFAULT_EXPIRATION_SECONDS,
+        Some(value) => value
+            .as_i64()
+            .ok_or_else(|| Status::bad_request("spec.expirationSeconds: must be an integer"))?,
+    };
+    let mut causes = Vec::new();
+    if requested < MIN_EXPIRATION_SECONDS {
+        causes.push(StatusCause {
+            reason: "FieldValueInvalid".to_owned(),
+            message: format!("Invalid value: {requested}: may not specify a duration less than 10 minutes"),
+            field: "spec.expirationSeconds".to_owned(),
+        });
+    }
+    if requested > MAX_EXPIRATION_SECONDS {
+        causes.push(StatusCause {
+            reason: "FieldValueTooLong".to_owned(),
+            message: "Too long: may not specify a duration larger than 2^32 seconds".to_owned(),
+            field: "spec.expirationSeconds".to_owned(),
+        });
+    }
+    if causes.is_empty() {
+        Ok(requested)
+    } else {
+        Err(Status::invalid(kind, name, causes))
+    }
 }
 
 /// Adds the bound object of a TokenRequest to the claim (`boundObjectRef`: a Pod or Secret of the

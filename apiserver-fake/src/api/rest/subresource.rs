@@ -572,11 +572,11 @@ async fn action_body(
     Ok(object)
 }
 
-/// Admission of an action's create (`pods/binding`, `pods/eviction`), as upstream's create handler
+/// Admission of an action's create (`pods/binding`, `pods/eviction`, `serviceaccounts/token`), as upstream's create handler
 /// admits a subresource: webhooks see the operation `CREATE` on the pod's subresource with `object` as
 /// `kind` of `api_version` (the version the registry works in, whatever version the client sent).
 /// Returns the object as mutating admission left it and the webhooks' warnings.
-async fn admit_action(
+pub(crate) async fn admit_action(
     req: &RestRequest<'_>,
     mut object: Value,
     api_version: &str,

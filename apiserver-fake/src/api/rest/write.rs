@@ -375,7 +375,7 @@ fn json_body<'b>(req: &RestRequest<'_>, body: &'b [u8]) -> Option<&'b [u8]> {
 }
 
 /// Adds upstream's `Warning: 299 - "<text>"` headers.
-pub(super) fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+pub(crate) fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
     for warning in warnings {
         if let Ok(value) = http::HeaderValue::from_str(&format!("299 - {warning:?}")) {
             response.headers_mut().append(http::header::WARNING, value);
