@@ -7,8 +7,8 @@
 //!   (`ERROR: <input>:1:9: Syntax error: …` with the source line and a caret).
 //! - [`evaluate`] runs a compiled expression with its variables bound to JSON values ([`value`]), in
 //!   the environment of the standard library, cel-go's `strings`, `lists` and `math` extensions, and
-//!   Kubernetes' own libraries as far as they are implemented ([`library`]).
-//! - [`cost`] estimates what an evaluation costs, for upstream's per-call and per-object limits.
+//!   Kubernetes' own libraries as far as they are implemented (`library`).
+//! - `cost` estimates what an evaluation costs, for upstream's per-call and per-object limits.
 //!
 //! What the crate cannot do is type checking: cel-go rejects `self.replicas == 'x'` or a field the
 //! schema does not declare when the rule is compiled, here they fail (or are `false`) when evaluated.
@@ -52,7 +52,7 @@ pub struct Expression {
     environment: Option<Arc<Env>>,
     /// Whether the expression names `oldSelf` (a transition rule).
     pub uses_old_self: bool,
-    /// How deeply its comprehensions nest (see [`cost`]).
+    /// How deeply its comprehensions nest (see `cost`).
     pub comprehension_depth: u32,
     /// How many nodes its syntax tree has (macros expanded).
     pub nodes: u64,
@@ -72,12 +72,12 @@ impl std::fmt::Debug for Expression {
 
 impl Expression {
     /// upstream's `CheckTypeNamesMatchFieldPathNames` of the `Object…` literals it writes
-    /// ([`objects::type_name_mismatches`]).
+    /// (`objects::type_name_mismatches`).
     pub fn object_type_mismatches(&self) -> Vec<String> {
         objects::type_name_mismatches(self.program.expression())
     }
 
-    /// The estimated cost of evaluating it over data of `data_size` JSON values ([`cost::estimate`]).
+    /// The estimated cost of evaluating it over data of `data_size` JSON values (`cost::estimate`).
     pub fn cost(&self, data_size: u64) -> u64 {
         cost::estimate(self.nodes, self.comprehension_depth, data_size)
     }
