@@ -539,3 +539,63 @@ fn cost_limits_with_kubectl() {
     assert!(created, "{err}");
     insta::assert_snapshot!("admission_policy_cost_limits", transcript.join("\n"));
 }
+
+/// Policies on the DELETE of ConfigMaps: a `Deny` one keeping `keep-me` (judged on `oldObject`, with
+/// `object` null and the request's operation `DELETE`) and a `Warn` one about `warn-me`.
+const ON_DELETE: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: keep-me}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [DELETE], resources: [configmaps]}
+  validations:
+  - {expression: \"object == null && request.operation == 'DELETE'\", message: 'not a delete'}
+  - {expression: \"oldObject.metadata.name != 'keep-me'\", messageExpression: \"'cannot delete ' + oldObject.metadata.name\"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: keep-me}
+spec: {policyName: keep-me, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: warn-me}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [DELETE], resources: [configmaps]}
+  validations:
+  - {expression: \"oldObject.metadata.name != 'warn-me'\", message: 'warn-me was deleted'}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: warn-me}
+spec: {policyName: warn-me, validationActions: [Warn]}
+";
+
+#[test]
+fn policies_admit_deletes_with_kubectl() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
+        return;
+    };
+    let a = cluster.kubeconfig("a");
+    cluster.apply(&a, "policies.yaml", ON_DELETE);
+    for name in ["keep-me", "other", "warn-me"] {
+        kubectl_ok(&a, &["create", "configmap", name, "--from-literal=a=b"]);
+    }
+    let mut transcript = Vec::new();
+    let mut delete = |name: &str, admitted: bool| {
+        let args = ["delete", "configmap", name];
+        let (deleted, out, err) = kubectl(&a, &args);
+        assert_eq!(deleted, admitted, "{args:?}: {err}");
+        transcript.push(format!("$ kubectl {}\n{out}{err}", args.join(" ")));
+    };
+    delete("keep-me", false);
+    delete("other", true);
+    delete("warn-me", true);
+    insta::assert_snapshot!("admission_policy_delete", transcript.join("\n"));
+    let exists = |name: &str| kubectl(&a, &["get", "configmap", name]).0;
+    assert!(exists("keep-me"), "the refused delete deleted nothing");
+    assert!(!exists("other") && !exists("warn-me"));
+}

@@ -177,8 +177,9 @@ async fn delete_one(
 }
 
 /// Admission of a delete: mutating webhooks are called without an object (upstream's handler admits
-/// the delete before the registry reads it), validating ones with the stored object as `oldObject`.
-/// Returns the webhooks' warnings, which upstream's response carries as for any write.
+/// the delete before the registry reads it), validating ones and the ValidatingAdmissionPolicies with
+/// the stored object as `oldObject`. Returns their warnings, which upstream's response carries as for
+/// any write.
 async fn admit_delete(
     req: &RestRequest<'_>,
     key: &ObjectKey,
@@ -208,6 +209,7 @@ async fn admit_delete(
         Some(current),
         "DeleteOptions",
     ));
+    warnings.extend(super::validating_admission_policy::admit_delete(req, &attributes, current).await?);
     warnings.extend(admission::validate(req, &attributes).await?.warnings);
     Ok(warnings)
 }

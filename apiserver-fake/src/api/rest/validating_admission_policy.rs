@@ -1,5 +1,6 @@
 //! `ValidatingAdmissionPolicy` admission (upstream `k8s.io/apiserver/pkg/admission/plugin/policy/validating`,
-//! whose texts this copies): before a create or update is written, every
+//! whose texts this copies): before a create or update is written, or a delete is done (`object` null,
+//! the stored object as `oldObject`, [`admit_delete`]), every
 //! `ValidatingAdmissionPolicyBinding` whose policy's `matchConstraints` and whose own `matchResources`
 //! (when it has them) match the request ([`matching`]: rules, `excludeResourceRules`, namespace and
 //! object selectors, `matchPolicy`) has its policy's `validations` evaluated with [`crate::cel`]
@@ -36,7 +37,7 @@
 //! A binding's `paramRef` gives the `params` of one evaluation per parameter ([`super::policy_params`]);
 //! `auditAnnotations` are added to the request's audit event as `<policy>/<key>`.
 //!
-//! Not done: `authorizer`, policies on `DELETE` and `CONNECT`, and the status's type checking.
+//! Not done: `authorizer`, policies on `CONNECT`, and the status's type checking.
 
 use serde_json::{Value, json};
 
@@ -433,6 +434,27 @@ pub(crate) async fn admit(
     object: &Value,
     old: Option<&Value>,
 ) -> Result<Vec<String>, Status> {
+    let attributes = matching::attributes_of(req, object, old);
+    admit_with(req, &attributes, Some(object), old).await
+}
+
+/// Admits a delete of `current` (upstream's dispatcher runs the policies with `object` null and the
+/// stored object as `oldObject`), with the delete's `attributes` (its name, `dryRun` and options).
+pub(crate) async fn admit_delete(
+    req: &RestRequest<'_>,
+    attributes: &super::admission::Attributes,
+    current: &Value,
+) -> Result<Vec<String>, Status> {
+    admit_with(req, attributes, None, Some(current)).await
+}
+
+/// Admits the request of `attributes`, whose new object is `object` (none on a delete) and old one `old`.
+async fn admit_with(
+    req: &RestRequest<'_>,
+    attributes: &super::admission::Attributes,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<Vec<String>, Status> {
     if req
         .ctx
         .catalog
@@ -448,12 +470,12 @@ pub(crate) async fn admit(
         return Ok(Vec::new());
     }
     let name = object
-        .pointer("/metadata/name")
+        .or(old)
+        .and_then(|o| o.pointer("/metadata/name"))
         .and_then(Value::as_str)
         .unwrap_or(&req.info.name)
         .to_owned();
-    let attributes = matching::attributes_of(req, object, old);
-    let namespace = matching::namespace_of(req, &attributes).await;
+    let namespace = matching::namespace_of(req, attributes).await;
     let equivalents = req
         .ctx
         .catalog
@@ -480,7 +502,7 @@ pub(crate) async fn admit(
         };
         // Upstream's validating dispatcher skips a policy whose constraints cannot be matched.
         let Ok(Some(version)) = matching::policy_constraints(&policy)
-            .and_then(|constraints| constraints.matches(&attributes, namespace.as_ref(), &equivalents))
+            .and_then(|constraints| constraints.matches(attributes, namespace.as_ref(), &equivalents))
         else {
             continue;
         };
@@ -491,7 +513,7 @@ pub(crate) async fn admit(
             actions: strings(binding.pointer("/spec/validationActions").unwrap_or(&Value::Null)),
             fail: policy.pointer("/spec/failurePolicy").and_then(Value::as_str) != Some("Ignore"),
         };
-        match binding_applies(binding, &attributes, namespace.as_ref(), &equivalents) {
+        match binding_applies(binding, attributes, namespace.as_ref(), &equivalents) {
             Ok(true) => {}
             Ok(false) => continue,
             Err(error) => {
@@ -500,7 +522,7 @@ pub(crate) async fn admit(
                 continue;
             }
         }
-        let variables = policy_variables(req, &attributes, object, old, &namespace_object, &version);
+        let variables = policy_variables(req, attributes, object, old, &namespace_object, &version);
         let params = match super::policy_params::collect(req, &policy, binding).await {
             Ok(params) => params,
             Err(error) => {
@@ -556,14 +578,14 @@ fn note_configuration_error(errors: &mut Vec<String>, evaluation: &Evaluation<'_
 fn policy_variables(
     req: &RestRequest<'_>,
     attributes: &super::admission::Attributes,
-    object: &Value,
+    object: Option<&Value>,
     old: Option<&Value>,
     namespace_object: &::cel::Value,
     version: &str,
 ) -> Vec<(&'static str, ::cel::Value)> {
     let presented = |o: &Value| cel::value::to_cel(&matching::presented(req, attributes, o, version));
     vec![
-        ("object", presented(object)),
+        ("object", object.map_or(::cel::Value::Null, presented)),
         ("oldObject", old.map_or(::cel::Value::Null, presented)),
         (
             "request",
