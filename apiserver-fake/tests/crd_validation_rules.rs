@@ -6,7 +6,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use support::demo::{Demo, server};
+use support::demo::{Demo, KubectlDemo, server};
 use support::{kubectl, kubectl_available};
 
 fn fixture(name: &str) -> String {
@@ -133,19 +133,12 @@ fn crd_defaults_and_validation_rules_with_kubectl() {
 /// upstream's messages), its `messageExpression` joining them: an invalid name is refused with them.
 #[test]
 fn crd_rule_with_named_formats_with_kubectl() {
-    if !kubectl_available() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(dir.path(), &["--no-controller-manager"]);
-    let manifest = demo.wait_for_manifest(dir.path());
-    let a = PathBuf::from(server(&manifest, "a")["kubeconfig"].as_str().expect("kubeconfig"));
-    let write = |name: &str, text: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).expect("write");
-        path.to_string_lossy().into_owned()
     };
-    let crd = write(
+    let a = cluster.kubeconfig("a");
+    cluster.apply(
+        &a,
         "gizmos.yaml",
         r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -174,24 +167,23 @@ spec:
               messageExpression: "'id: ' + format.uuid().validate(self.id).value().join(', ')"
 "#,
     );
-    let (created, _, err) = kubectl(&a, &["apply", "-f", &crd]);
-    assert!(created, "{err}");
     wait_until_served(&a, "gizmos.v1.example.com");
 
-    let good = write(
+    let out = cluster.apply(
+        &a,
         "good.yaml",
         "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: good}\n\
          spec: {name: my-name, id: 123e4567-e89b-12d3-a456-426614174000}\n",
     );
-    let (created, out, err) = kubectl(&a, &["apply", "-f", &good]);
-    assert!(created, "{err}");
     assert_eq!(out, "gizmo.example.com/good created\n");
 
-    let bad = write(
-        "bad.yaml",
+    let bad = cluster.dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
         "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: bad}\nspec: {name: My_Name, id: nope}\n",
-    );
-    let (created, _, invalid) = kubectl(&a, &["apply", "-f", &bad]);
+    )
+    .expect("write");
+    let (created, _, invalid) = kubectl(&a, &["apply", "-f", &bad.to_string_lossy()]);
     assert!(!created, "an invalid name is refused");
     insta::assert_snapshot!(
         "crd_rules_format_kubectl",
