@@ -599,3 +599,107 @@ fn policies_admit_deletes_with_kubectl() {
     assert!(exists("keep-me"), "the refused delete deleted nothing");
     assert!(!exists("other") && !exists("warn-me"));
 }
+
+/// Who may do what (`default` namespace): alice and bob may create ConfigMaps; only alice may update
+/// Deployments and delete ConfigMaps.
+const AUTHORIZER_RBAC: &str = "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: configmap-writer, namespace: default}
+rules:
+- {apiGroups: [\"\"], resources: [configmaps], verbs: [create, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: configmap-writers, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmap-writer}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: deployer, namespace: default}
+rules:
+- {apiGroups: [apps], resources: [deployments], verbs: [update]}
+- {apiGroups: [\"\"], resources: [configmaps], verbs: [delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: deployer, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployer}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+";
+
+/// Policies asking the authorizer: only who may update Deployments in the namespace creates
+/// ConfigMaps there (`Deny`); a creator who may also delete the ConfigMap is warned, with the
+/// authorizer's reason (`Warn`, through `authorizer.requestResource`).
+const AUTHORIZER_POLICIES: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: deployers-only}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - expression: \"authorizer.group('apps').resource('deployments').namespace(request.namespace).check('update').allowed()\"
+    messageExpression: \"request.userInfo.username + ' may not update deployments in ' + request.namespace\"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: deployers-only}
+spec: {policyName: deployers-only, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: may-delete}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - expression: \"!authorizer.requestResource.check('delete').allowed()\"
+    messageExpression: \"'the creator may delete it: ' + authorizer.requestResource.check('delete').reason()\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: may-delete}
+spec: {policyName: may-delete, validationActions: [Warn]}
+";
+
+/// `authorizer` in a policy, on a `--authorization-mode RBAC` cluster: the checks are made by the
+/// server's RBAC for the requesting user (impersonated with `kubectl --as`), so alice, who may update
+/// Deployments, creates a ConfigMap (warned that she may delete it, with RBAC's reason), bob, who may
+/// not, is refused; the admin (`system:masters`) is allowed everything.
+#[test]
+fn the_authorizer_in_policies_with_kubectl() {
+    let Some(cluster) = KubectlDemo::start(&["--authorization-mode", "Node,RBAC"]) else {
+        return;
+    };
+    let a = cluster.kubeconfig("a");
+    cluster.apply(&a, "rbac.yaml", AUTHORIZER_RBAC);
+    // RBAC decides on a snapshot its informers keep: wait until it has the bindings.
+    support::kubectl_eventually(
+        &a,
+        &["auth", "can-i", "update", "deployments.apps", "--as", "alice"],
+    );
+    support::kubectl_eventually(&a, &["auth", "can-i", "create", "configmaps", "--as", "bob"]);
+    cluster.apply(&a, "policies.yaml", AUTHORIZER_POLICIES);
+    let mut transcript = Vec::new();
+    let mut create = |name: &str, user: Option<&str>, admitted: bool| {
+        let mut args = vec!["create", "configmap", name, "--from-literal=a=b"];
+        args.extend(user.map(|user| ["--as", user]).into_iter().flatten());
+        let (created, out, err) = kubectl(&a, &args);
+        assert_eq!(created, admitted, "{args:?}: {err}");
+        transcript.push(format!("$ kubectl {}\n{out}{err}", args.join(" ")));
+    };
+    create("from-alice", Some("alice"), true);
+    create("from-bob", Some("bob"), false);
+    create("from-admin", None, true);
+    insta::assert_snapshot!("admission_policy_authorizer", transcript.join("\n"));
+    assert!(
+        !kubectl(&a, &["get", "configmap", "from-bob"]).0,
+        "bob's was not written"
+    );
+}

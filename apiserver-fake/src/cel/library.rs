@@ -13,11 +13,13 @@
 //! - ip and cidr values (`library/ip.go`, `cidr.go`): `ip()`, `cidr()` and their methods ([`super::network`]);
 //! - quantity values (`library/quantity.go`): `quantity()` and its methods ([`super::quantity`]);
 //! - URL values (`library/urls.go`): `url()`, `isURL()` and their methods ([`super::url`]);
+//! - authorization checks (`library/authz.go`): the methods of the `authorizer` variable admission
+//!   expressions have ([`super::authorizer`]);
 //! - named formats (`library/format.go`): `format.named()`, `format.dns1123Label()`, … and
 //!   `<Format>.validate()` ([`super::format`]);
 //! - JSON patches and apply configurations of mutating policies ([`super::objects`]).
 //!
-//! Not there: `semver`, `authz`; a rule calling them fails when evaluated with `no such overload`.
+//! Not there: `semver`; a rule calling it fails when evaluated with `no such overload`.
 //! Every library is in every environment, whatever the emulated Kubernetes minor (upstream adds
 //! `format` to its base environment at 1.31, `library.Format()` in `cel/environment/base.go`).
 
@@ -90,6 +92,7 @@ pub(crate) fn environment() -> Env {
     super::network::add(&mut env);
     super::quantity::add_to(&mut env);
     super::url::add_to(&mut env);
+    super::authorizer::add_to(&mut env);
     super::format::add_to(&mut env);
     for (name, id, target, args, op) in member_overloads {
         if let Err(error) = env.add_member_overload(name, id, target, args, op) {

@@ -13,6 +13,7 @@
 //! What the crate cannot do is type checking: cel-go rejects `self.replicas == 'x'` or a field the
 //! schema does not declare when the rule is compiled, here they fail (or are `false`) when evaluated.
 
+pub(crate) mod authorizer;
 pub(crate) mod cost;
 pub(crate) mod format;
 pub(crate) mod library;
@@ -58,6 +59,8 @@ pub struct Expression {
     pub nodes: u64,
     /// The composited variables it names (`variables.<name>`), in the order named.
     pub variables_named: Vec<String>,
+    /// How many authorization `check` calls it makes (`authorizer::CHECK_COST` each).
+    pub authorization_checks: u64,
 }
 
 impl std::fmt::Debug for Expression {
@@ -78,8 +81,10 @@ impl Expression {
     }
 
     /// The estimated cost of evaluating it over data of `data_size` JSON values (`cost::estimate`).
+    /// Each authorization `check` adds upstream's fixed cost.
     pub fn cost(&self, data_size: u64) -> u64 {
         cost::estimate(self.nodes, self.comprehension_depth, data_size)
+            .saturating_add(self.authorization_checks.saturating_mul(authorizer::CHECK_COST))
     }
 }
 
@@ -244,6 +249,7 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         nodes: 0,
         undeclared: Vec::new(),
         variables_named: Vec::new(),
+        authorization_checks: 0,
     };
     walk.expr(program.expression(), 0);
     if let Some((id, name)) = walk.undeclared.first() {
@@ -272,6 +278,7 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         comprehension_depth: walk.depth,
         nodes: walk.nodes,
         variables_named: walk.variables_named,
+        authorization_checks: walk.authorization_checks,
     })
 }
 
@@ -289,7 +296,7 @@ const NAMESPACES: &[&str] = &[
 
 /// A walk over a parsed expression: the identifiers that are neither declared, bound by an enclosing
 /// comprehension nor a library namespace; the deepest comprehension nesting; the number of nodes; the
-/// composited variables named.
+/// composited variables named; the authorization checks made.
 struct Walk<'a> {
     declared: HashSet<&'a str>,
     scope: Vec<String>,
@@ -297,6 +304,7 @@ struct Walk<'a> {
     nodes: u64,
     undeclared: Vec<(u64, String)>,
     variables_named: Vec<String>,
+    authorization_checks: u64,
 }
 
 impl Walk<'_> {
@@ -330,6 +338,9 @@ impl Walk<'_> {
                 }
             }
             Expr::Call(call) => {
+                if authorizer::is_check(call) {
+                    self.authorization_checks += 1;
+                }
                 if let Some(target) = &call.target {
                     self.expr(target, nesting);
                 }

@@ -275,6 +275,9 @@ pub struct RestContext {
     pub service_account_tokens: Option<Arc<crate::api::serviceaccount::ServiceAccountTokens>>,
     /// `--webhook-service-address`: where admission webhooks behind Services are reached.
     pub webhook_service_addresses: Arc<admission::ServiceAddresses>,
+    /// The server's authorizer (`--authorization-mode`), which admission expressions ask through their
+    /// `authorizer` variable ([`crate::cel::authorizer`]); `AlwaysAllow` unless set.
+    pub(crate) authorizer: Arc<dyn crate::cel::authorizer::AccessCheck>,
 }
 
 impl std::fmt::Debug for RestContext {
@@ -303,7 +306,17 @@ impl RestContext {
             service_cidr: defaults::service_ip::ServiceCidr::default(),
             service_account_tokens: None,
             webhook_service_addresses: Arc::default(),
+            authorizer: Arc::new(crate::chain::authorization::Authorizer::default()),
         }
+    }
+
+    /// Sets the authorizer admission expressions ask (the server's `--authorization-mode`).
+    pub(crate) fn with_authorizer(
+        mut self,
+        authorizer: Arc<dyn crate::cel::authorizer::AccessCheck>,
+    ) -> Self {
+        self.authorizer = authorizer;
+        self
     }
 
     /// Sets the addresses of admission webhooks' Services (`--webhook-service-address`).

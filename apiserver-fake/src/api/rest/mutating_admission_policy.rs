@@ -29,7 +29,7 @@
 //! ([`match_conditions::FilterRun`]); a call over the per-call limit or a spent budget is the mutation's
 //! (or the conditions') error, in upstream's words.
 //!
-//! Not done: `authorizer`; the
+//! Not done: the
 //! `Object…` types are not type-checked against the kind's schema (a misspelt field is merged as is,
 //! where upstream's checker refuses it when the policy is created); scale subresource writes.
 
@@ -299,6 +299,10 @@ fn run_policies(
                 ("params", cel::value::to_cel(&invocation.param)),
                 ("namespaceObject", policies.namespace_object.clone()),
             ];
+            variables.extend(match_conditions::authorizer_variables(
+                &req.ctx.authorizer,
+                attributes,
+            ));
             let composited = composited_variables(&invocation.policy, &variables);
             variables.push(("variables", composited.value));
             (variables, composited.costs)

@@ -4,7 +4,8 @@
 //! `ValidatingAdmissionPolicyBinding` whose policy's `matchConstraints` and whose own `matchResources`
 //! (when it has them) match the request ([`matching`]: rules, `excludeResourceRules`, namespace and
 //! object selectors, `matchPolicy`) has its policy's `validations` evaluated with [`crate::cel`]
-//! (`object`, `oldObject`, `request` with `userInfo`, `params`, `namespaceObject`).
+//! (`object`, `oldObject`, `request` with `userInfo`, `params`, `namespaceObject`, and `authorizer`:
+//! the server's authorizer asked for the requesting user, [`crate::cel::authorizer`]).
 //!
 //! A validation that is not `true` is acted on as the binding's `validationActions` say: `Deny` refuses
 //! the request with `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b'
@@ -37,7 +38,7 @@
 //! A binding's `paramRef` gives the `params` of one evaluation per parameter ([`super::policy_params`]);
 //! `auditAnnotations` are added to the request's audit event as `<policy>/<key>`.
 //!
-//! Not done: `authorizer`, policies on `CONNECT`, and the status's type checking.
+//! Not done: policies on `CONNECT`, and the status's type checking.
 
 use serde_json::{Value, json};
 
@@ -574,7 +575,8 @@ fn note_configuration_error(errors: &mut Vec<String>, evaluation: &Evaluation<'_
     }
 }
 
-/// The CEL variables of a policy matched in `version` (upstream converts the objects to it).
+/// The CEL variables of a policy matched in `version` (upstream converts the objects to it), with
+/// `authorizer`.
 fn policy_variables(
     req: &RestRequest<'_>,
     attributes: &super::admission::Attributes,
@@ -584,7 +586,7 @@ fn policy_variables(
     version: &str,
 ) -> Vec<(&'static str, ::cel::Value)> {
     let presented = |o: &Value| cel::value::to_cel(&matching::presented(req, attributes, o, version));
-    vec![
+    let mut variables = vec![
         ("object", object.map_or(::cel::Value::Null, presented)),
         ("oldObject", old.map_or(::cel::Value::Null, presented)),
         (
@@ -592,7 +594,12 @@ fn policy_variables(
             cel::value::to_cel(&matching::request_variable(attributes, version)),
         ),
         ("namespaceObject", namespace_object.clone()),
-    ]
+    ];
+    variables.extend(match_conditions::authorizer_variables(
+        &req.ctx.authorizer,
+        attributes,
+    ));
+    variables
 }
 
 /// Adds the policies' audit annotations to the request's audit event (several values of one key

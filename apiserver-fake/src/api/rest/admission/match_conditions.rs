@@ -2,7 +2,8 @@
 //! called (upstream `plugin/webhook/matchconditions/matcher.go`, GA since 1.30).
 //!
 //! Each is evaluated with `object`, `oldObject` and `request` (the `AdmissionRequest` the webhook
-//! would get) bound; `authorizer` is not available here, so an expression naming it is an error. All
+//! would get) bound, and `authorizer` ([`authorizer_variables`]: the server's authorizer, asked for
+//! the requesting user, `authorizer.requestResource` the request's resource). All
 //! are evaluated: a condition that is `false` skips the webhook, whatever errors the others had; when
 //! none is false but some failed (not compiling, failing to evaluate, not a boolean), the webhook's
 //! `failurePolicy` decides: `Fail` refuses the request with upstream's 403, `Ignore` skips the webhook.
@@ -33,7 +34,27 @@ pub(crate) struct MatchCondition {
 }
 
 /// The variables a match condition may name.
-pub(crate) const VARIABLES: &[&str] = &["object", "oldObject", "request"];
+pub(crate) const VARIABLES: &[&str] = &["object", "oldObject", "request", "authorizer"];
+
+/// The `authorizer` and `authorizer.requestResource` variables of an admission expression about the
+/// request of `attributes` (upstream's activation: the server's authorizer, for the request's user,
+/// and a resource check of the request's group, resource, subresource, namespace and name).
+pub(crate) fn authorizer_variables(
+    authorizer: &std::sync::Arc<dyn cel::authorizer::AccessCheck>,
+    attributes: &super::Attributes,
+) -> [(&'static str, ::cel::Value); 2] {
+    cel::authorizer::variables(
+        authorizer,
+        &attributes.user,
+        &cel::authorizer::RequestResource {
+            group: &attributes.group,
+            resource: &attributes.resource,
+            subresource: &attributes.subresource,
+            namespace: &attributes.namespace,
+            name: &attributes.name,
+        },
+    )
+}
 
 /// What a webhook's conditions decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,5 +410,38 @@ mod tests {
             poor.evaluate("true || variables.b", &expression),
             Err(FilterError::OutOfBudget)
         );
+    }
+
+    #[test]
+    fn conditions_ask_the_authorizer_for_the_requesting_user() {
+        let deny_all: std::sync::Arc<dyn cel::authorizer::AccessCheck> = std::sync::Arc::new(
+            crate::chain::authorization::Authorizer::from_flag("AlwaysDeny").expect("a mode"),
+        );
+        let request = cel::authorizer::RequestResource {
+            resource: "configmaps",
+            namespace: "default",
+            ..Default::default()
+        };
+        let with = |user: mvp_core::UserInfo| {
+            let mut v = variables();
+            v.extend(cel::authorizer::variables(&deny_all, &user, &request));
+            v
+        };
+        let mut admin = mvp_core::UserInfo::new("admin");
+        admin.groups = vec!["system:masters".to_owned()];
+        let c = conditions(&[
+            "authorizer.requestResource.check('update').allowed()",
+            "authorizer.group('').resource('secrets').namespace('default').check('get').allowed()",
+        ]);
+        assert_eq!(evaluate(&c, &with(admin), true), MatchResult::Matches);
+        let jane = with(mvp_core::UserInfo::new("jane"));
+        assert_eq!(
+            evaluate(&c, &jane, true),
+            MatchResult::Skipped,
+            "no opinion is not allowed"
+        );
+        let reason =
+            conditions(&["authorizer.path('/healthz').check('get').reason() == 'Everything is forbidden.'"]);
+        assert_eq!(evaluate(&reason, &jane, true), MatchResult::Matches);
     }
 }

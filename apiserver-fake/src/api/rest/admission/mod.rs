@@ -222,6 +222,7 @@ async fn namespace_object(
 /// `ShouldCallHook` with the webhook's `matchConditions`: the invocation when `hook` is called, `None`
 /// when it is skipped, upstream's 403 when its conditions failed under `failurePolicy: Fail`.
 fn invocation(
+    req: &RestRequest<'_>,
     hook: &Webhook,
     attributes: &Attributes,
     namespace: Option<&Value>,
@@ -236,10 +237,14 @@ fn invocation(
     // What the webhook would be sent, as the conditions' variables.
     let review = review::request(ReviewVersion::V1, "", attributes, &invocation);
     let bound = |name: &str| crate::cel::value::to_cel(&review["request"][name]);
+    let [authorizer, request_resource] =
+        match_conditions::authorizer_variables(&req.ctx.authorizer, attributes);
     let variables = [
         ("object", bound("object")),
         ("oldObject", bound("oldObject")),
         ("request", crate::cel::value::to_cel(&review["request"])),
+        authorizer,
+        request_resource,
     ];
     let fail = hook.failure_policy == FailurePolicy::Fail;
     match match_conditions::evaluate(&hook.match_conditions, &variables, fail) {
@@ -372,7 +377,8 @@ pub async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Resul
             if round == 1 && !reinvoke.contains(&index) {
                 continue;
             }
-            let Some(invocation) = invocation(hook, attributes, namespace.as_ref(), &equivalents)? else {
+            let Some(invocation) = invocation(req, hook, attributes, namespace.as_ref(), &equivalents)?
+            else {
                 continue;
             };
             let changed = call_mutating(req, hook, attributes, &invocation, &mut admitted).await?;
@@ -469,7 +475,7 @@ pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<
     let equivalents = equivalents(req);
     let mut invocations = Vec::new();
     for hook in &hooks {
-        if let Some(invocation) = invocation(hook, attributes, namespace.as_ref(), &equivalents)? {
+        if let Some(invocation) = invocation(req, hook, attributes, namespace.as_ref(), &equivalents)? {
             invocations.push((hook, invocation));
         }
     }
