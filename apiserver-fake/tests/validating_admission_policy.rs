@@ -697,6 +697,22 @@ fn the_authorizer_in_policies_with_kubectl() {
     create("from-alice", Some("alice"), true);
     create("from-bob", Some("bob"), false);
     create("from-admin", None, true);
+    // A method the library's type does not have is refused when the policy is written, as cel-go's
+    // checker refuses it.
+    let misused = cluster.dir.path().join("misused.yaml");
+    let policy = AUTHORIZER_POLICIES
+        .split("---\n")
+        .next()
+        .unwrap_or_default()
+        .replace("deployers-only", "misused")
+        .replace(
+            "authorizer.group('apps').resource('deployments')",
+            "authorizer.group('apps')",
+        );
+    std::fs::write(&misused, policy).expect("misused.yaml");
+    let (applied, _, refused) = kubectl(&a, &["apply", "-f", &misused.to_string_lossy()]);
+    assert!(!applied, "{refused}");
+    transcript.push(format!("$ kubectl apply -f misused.yaml\n{refused}"));
     insta::assert_snapshot!("admission_policy_authorizer", transcript.join("\n"));
     assert!(
         !kubectl(&a, &["get", "configmap", "from-bob"]).0,

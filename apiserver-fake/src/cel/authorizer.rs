@@ -20,14 +20,24 @@
 //!
 //! Cost: a `check` costs upstream's fixed 350,000 (`library/cost.go`: "set to allow for only two
 //! authorization checks per expression"), added to the expression's estimate ([`CHECK_COST`]); the
-//! builders and accessors cost 1, as any node. Deviations: the crate has no type checker, so misuse
-//! (`authorizer.check('get')`, `authorizer.group(1)`) fails when evaluated (`no such overload`) rather
-//! than when the policy is compiled; field and label selectors are recorded but the fake's authorizers
-//! (RBAC has no selector rules) decide without them, as upstream's RBAC does.
+//! builders and accessors cost 1, as any node. The estimate counts every `check` written, where cel-go
+//! charges those evaluated (`a || b || c` with `a` true costs one check upstream, three here).
+//!
+//! Compiling: the crate has no type checker, so the chains on `authorizer` are checked here as cel-go's
+//! checker checks them ([`type_errors`]): a method the receiver's type does not have, or arguments
+//! that are not strings, is `found no matching overload for 'check' applied to
+//! 'kubernetes.authorization.Authorizer.(string)'` at the call's parenthesis, so a policy misusing
+//! them is refused when written. Arguments whose type is not known without a checker (`object.…`) are
+//! `dyn`, as cel-go types `object`; `request`'s scalar fields are `string` (or `bool`).
+//!
+//! Field and label selectors are recorded but the fake's authorizers decide without them, as
+//! upstream's RBAC does (it has no selector rules).
 
 use std::fmt;
 use std::sync::Arc;
 
+use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr, LiteralValue};
 use cel::common::types::{STRING_TYPE, Type};
 use cel::common::value::{CowVal, Val};
 use cel::objects::Opaque;
@@ -473,6 +483,157 @@ pub(crate) fn is_check(call: &cel::common::ast::CallExpr) -> bool {
     call.func_name == "check" && call.target.is_some() && call.args.len() == 1
 }
 
+/// The methods of each type of the library: receiver, name, how many (string) arguments, result
+/// type (`None`: a `bool` or `string`, outside the library).
+const METHODS: &[(&str, &str, usize, Option<&str>)] = &[
+    (AUTHORIZER_TYPE, "path", 1, Some(PATH_CHECK_TYPE)),
+    (AUTHORIZER_TYPE, "group", 1, Some(GROUP_CHECK_TYPE)),
+    (AUTHORIZER_TYPE, "serviceAccount", 2, Some(AUTHORIZER_TYPE)),
+    (GROUP_CHECK_TYPE, "resource", 1, Some(RESOURCE_CHECK_TYPE)),
+    (RESOURCE_CHECK_TYPE, "subresource", 1, Some(RESOURCE_CHECK_TYPE)),
+    (RESOURCE_CHECK_TYPE, "namespace", 1, Some(RESOURCE_CHECK_TYPE)),
+    (RESOURCE_CHECK_TYPE, "name", 1, Some(RESOURCE_CHECK_TYPE)),
+    (RESOURCE_CHECK_TYPE, "fieldSelector", 1, Some(RESOURCE_CHECK_TYPE)),
+    (RESOURCE_CHECK_TYPE, "labelSelector", 1, Some(RESOURCE_CHECK_TYPE)),
+    (PATH_CHECK_TYPE, "check", 1, Some(DECISION_TYPE)),
+    (RESOURCE_CHECK_TYPE, "check", 1, Some(DECISION_TYPE)),
+    (DECISION_TYPE, "allowed", 0, None),
+    (DECISION_TYPE, "reason", 0, None),
+    (DECISION_TYPE, "errored", 0, None),
+    (DECISION_TYPE, "error", 0, None),
+];
+
+/// The library type of `expr`, when it is a chain of the library's methods on `authorizer` (or
+/// `authorizer.requestResource`) that type-checks.
+fn library_type(expr: &IdedExpr) -> Option<&'static str> {
+    match &expr.expr {
+        Expr::Ident(name) if name == "authorizer" => Some(AUTHORIZER_TYPE),
+        Expr::Select(select)
+            if select.field == "requestResource"
+                && matches!(&select.operand.expr, Expr::Ident(name) if name == "authorizer") =>
+        {
+            Some(RESOURCE_CHECK_TYPE)
+        }
+        Expr::Call(call) => {
+            let receiver = library_type(call.target.as_deref()?)?;
+            METHODS
+                .iter()
+                .find(|(on, name, arity, _)| {
+                    *on == receiver && *name == call.func_name && *arity == call.args.len()
+                })
+                .and_then(|(_, _, _, result)| *result)
+        }
+        _ => None,
+    }
+}
+
+/// The type of a scalar field of `request`, which admission expressions declare with upstream's
+/// `AdmissionRequest` type (`plugin/cel/compile.go`'s `buildRequestType`).
+fn request_field_type(expr: &IdedExpr) -> Option<&'static str> {
+    let Expr::Select(select) = &expr.expr else {
+        return None;
+    };
+    let field = select.field.as_str();
+    match &select.operand.expr {
+        Expr::Ident(name) if name == "request" => match field {
+            "uid" | "name" | "namespace" | "operation" | "subResource" | "requestSubResource" => {
+                Some("string")
+            }
+            "dryRun" => Some("bool"),
+            _ => None,
+        },
+        Expr::Select(user)
+            if user.field == "userInfo"
+                && matches!(&user.operand.expr, Expr::Ident(name) if name == "request")
+                && matches!(field, "username" | "uid") =>
+        {
+            Some("string")
+        }
+        _ => None,
+    }
+}
+
+/// The type cel-go's checker gives an argument, as far as it is known without one: literals', the
+/// library's, `request`'s scalar fields', and `dyn` for the rest (which matches any parameter).
+fn argument_type(expr: &IdedExpr) -> &'static str {
+    if let Some(library) = library_type(expr) {
+        return library;
+    }
+    if let Some(field) = request_field_type(expr) {
+        return field;
+    }
+    match &expr.expr {
+        Expr::Literal(literal) => match literal {
+            LiteralValue::Boolean(_) => "bool",
+            LiteralValue::Bytes(_) => "bytes",
+            LiteralValue::Double(_) => "double",
+            LiteralValue::Int(_) => "int",
+            LiteralValue::Null => "null_type",
+            LiteralValue::String(_) => "string",
+            LiteralValue::UInt(_) => "uint",
+        },
+        _ => "dyn",
+    }
+}
+
+/// cel-go's checker errors for the library's methods misused (`authorizer.check('get')`,
+/// `authorizer.group(1)`): `(node id, found no matching overload for 'f' applied to
+/// '<receiver>.(<arguments>)')` for each call on a value of the library's types that no method of
+/// that type takes. Calls on other values are not checked (the crate has no checker).
+pub(crate) fn type_errors(root: &IdedExpr) -> Vec<(u64, String)> {
+    let mut errors = Vec::new();
+    let mut pending = vec![root];
+    while let Some(expr) = pending.pop() {
+        match &expr.expr {
+            Expr::Call(call) => {
+                if let Some(receiver) = call.target.as_deref().and_then(library_type) {
+                    let arguments: Vec<&str> = call.args.iter().map(argument_type).collect();
+                    let matches = METHODS.iter().any(|(on, name, arity, _)| {
+                        *on == receiver
+                            && *name == call.func_name
+                            && *arity == arguments.len()
+                            && arguments.iter().all(|a| matches!(*a, "string" | "dyn"))
+                    });
+                    if !matches {
+                        errors.push((
+                            expr.id,
+                            format!(
+                                "found no matching overload for '{}' applied to '{receiver}.({})'",
+                                call.func_name,
+                                arguments.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                pending.extend(call.target.as_deref());
+                pending.extend(&call.args);
+            }
+            Expr::Comprehension(c) => {
+                pending.extend([&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]);
+            }
+            Expr::List(list) => pending.extend(&list.elements),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(entry) = &entry.expr {
+                        pending.extend([&entry.key, &entry.value]);
+                    }
+                }
+            }
+            Expr::Struct(s) => {
+                for entry in &s.entries {
+                    if let EntryExpr::StructField(field) = &entry.expr {
+                        pending.push(&field.value);
+                    }
+                }
+            }
+            Expr::Select(select) => pending.push(&select.operand),
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+    }
+    errors.sort_unstable();
+    errors
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -700,5 +861,39 @@ mod tests {
         let mut admin = UserInfo::new("admin");
         admin.groups = vec!["system:masters".to_owned()];
         assert!(authorizer.check(&admin, &attributes).allowed);
+    }
+
+    #[test]
+    fn misused_methods_are_compile_errors_as_cel_go_checks_them() {
+        let error = |source: &str| compile(source, &["authorizer", "object"]).unwrap_err().issues;
+        assert_eq!(
+            error("authorizer.check('get').allowed()"),
+            "ERROR: <input>:1:17: found no matching overload for 'check' applied to 'kubernetes.authorization.Authorizer.(string)'\n | authorizer.check('get').allowed()\n | ................^"
+        );
+        assert!(
+            error("authorizer.group(1).resource('pods').check('get').allowed()").starts_with(
+                "ERROR: <input>:1:17: found no matching overload for 'group' applied to 'kubernetes.authorization.Authorizer.(int)'"
+            )
+        );
+        assert!(error("authorizer.group('').check('get').allowed()").contains(
+            "found no matching overload for 'check' applied to 'kubernetes.authorization.GroupCheck.(string)'"
+        ));
+        assert!(
+            error("authorizer.requestResource.check('get', 'x').allowed()").contains(
+                "found no matching overload for 'check' applied to 'kubernetes.authorization.ResourceCheck.(string, string)'"
+            )
+        );
+        for fine in [
+            "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('get').allowed()",
+            "authorizer.serviceAccount('ns', 'sa').path('/healthz').check('get').reason() == ''",
+            "authorizer.requestResource.subresource('status').fieldSelector('a=b').labelSelector('c').check('get').errored()",
+            "object.check('x')",
+        ] {
+            assert!(compile(fine, &["authorizer", "object"]).is_ok(), "{fine}");
+        }
+        assert!(
+            compile("self.check('x')", &["self"]).is_ok(),
+            "not checked where there is no authorizer"
+        );
     }
 }

@@ -267,6 +267,9 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
             ),
         });
     }
+    if let Some(error) = authorizer_misused(source, &program, variables) {
+        return Err(error);
+    }
     let uses_old_self = program.references().has_variable("oldSelf");
     let object_types = objects::object_types(program.expression());
     let environment = (!object_types.is_empty())
@@ -279,6 +282,29 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         nodes: walk.nodes,
         variables_named: walk.variables_named,
         authorization_checks: walk.authorization_checks,
+    })
+}
+
+/// cel-go's checker errors for the authorization library's methods misused
+/// ([`authorizer::type_errors`]), where `authorizer` is declared.
+fn authorizer_misused(source: &str, program: &Program, variables: &[&str]) -> Option<CompileError> {
+    if !variables.contains(&"authorizer") {
+        return None;
+    }
+    let errors = authorizer::type_errors(program.expression());
+    let issues: Vec<String> = errors
+        .iter()
+        .map(|(id, message)| {
+            let offset = program
+                .source_info()
+                .offset_for(*id)
+                .map_or(0, |(start, _)| start as usize);
+            let (line, column) = position(source, offset);
+            issue(source, line, column, message)
+        })
+        .collect();
+    (!issues.is_empty()).then(|| CompileError {
+        issues: issues.join("\n"),
     })
 }
 
