@@ -633,7 +633,9 @@ subjects:
 
 /// Policies asking the authorizer: only who may update Deployments in the namespace creates
 /// ConfigMaps there (`Deny`); a creator who may also delete the ConfigMap is warned, with the
-/// authorizer's reason (`Warn`, through `authorizer.requestResource`).
+/// authorizer's reason (`Warn`, through `authorizer.requestResource`); a mutating policy labels each
+/// ConfigMap with whether its creator, and the service account `builder`, may update Deployments
+/// (through a variable holding a `ResourceCheck`, and `authorizer.serviceAccount`).
 const AUTHORIZER_POLICIES: &str = "apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: deployers-only}
@@ -666,12 +668,37 @@ apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
 metadata: {name: may-delete}
 spec: {policyName: may-delete, validationActions: [Warn]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: label-deployers}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  variables:
+  - {name: deployments, expression: \"authorizer.group('apps').resource('deployments').namespace(request.namespace)\"}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >
+        Object{metadata: Object.metadata{labels: {
+          \"creator-deploys\": variables.deployments.check('update').allowed() ? 'yes' : 'no',
+          \"builder-deploys\": authorizer.serviceAccount(request.namespace, 'builder').group('apps').resource('deployments').namespace(request.namespace).check('update').allowed() ? 'yes' : 'no'
+        }}}
+  reinvocationPolicy: Never
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: label-deployers}
+spec: {policyName: label-deployers}
 ";
 
 /// `authorizer` in a policy, on a `--authorization-mode RBAC` cluster: the checks are made by the
 /// server's RBAC for the requesting user (impersonated with `kubectl --as`), so alice, who may update
 /// Deployments, creates a ConfigMap (warned that she may delete it, with RBAC's reason), bob, who may
-/// not, is refused; the admin (`system:masters`) is allowed everything.
+/// not, is refused; the admin (`system:masters`) is allowed everything. A mutating policy's labels say
+/// the same, and that the service account `builder` (bound to nothing) may not.
 #[test]
 fn the_authorizer_in_policies_with_kubectl() {
     let Some(cluster) = KubectlDemo::start(&["--authorization-mode", "Node,RBAC"]) else {
@@ -697,6 +724,9 @@ fn the_authorizer_in_policies_with_kubectl() {
     create("from-alice", Some("alice"), true);
     create("from-bob", Some("bob"), false);
     create("from-admin", None, true);
+    let columns = "custom-columns=NAME:.metadata.name,CREATOR:.metadata.labels.creator-deploys,BUILDER:.metadata.labels.builder-deploys";
+    let labels = support::kubectl_ok(&a, &["get", "configmaps", "-o", columns]);
+    transcript.push(format!("$ kubectl get configmaps -o {columns}\n{labels}"));
     // A method the library's type does not have is refused when the policy is written, as cel-go's
     // checker refuses it.
     let misused = cluster.dir.path().join("misused.yaml");
