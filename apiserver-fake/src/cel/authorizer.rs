@@ -20,8 +20,10 @@
 //!
 //! Cost: a `check` costs upstream's fixed 350,000 (`library/cost.go`: "set to allow for only two
 //! authorization checks per expression"), added to the expression's estimate ([`CHECK_COST`]); the
-//! builders and accessors cost 1, as any node. The estimate counts every `check` written, where cel-go
-//! charges those evaluated (`a || b || c` with `a` true costs one check upstream, three here).
+//! builders and accessors cost 1, as any node. An admission expression is charged for the checks it
+//! made ([`checks_made`]), as cel-go charges them when evaluated (`a || b || c` with `a` true costs one
+//! check), so a third check made is over the per-call limit; the estimate of an expression before it
+//! runs (a policy's variables, skipped when over the limit) counts every `check` written.
 //!
 //! Compiling: the crate has no type checker, so the chains on `authorizer` are checked here as cel-go's
 //! checker checks them ([`type_errors`]): a method the receiver's type does not have, or arguments
@@ -33,6 +35,7 @@
 //! Field and label selectors are recorded but the fake's authorizers decide without them, as
 //! upstream's RBAC does (it has no selector rules).
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -46,6 +49,26 @@ use mvp_core::{RequestInfo, UserInfo};
 
 /// What one `check` costs (`library/cost.go`'s `CallCost` of `check`).
 pub(crate) const CHECK_COST: u64 = 350_000;
+
+thread_local! {
+    /// The checks made on this thread by the evaluation [`checks_made`] runs (an evaluation runs on
+    /// one thread, start to end).
+    static CHECKS_MADE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs `evaluation` and counts the `check`s it made, which cel-go charges as it evaluates them.
+pub(crate) fn checks_made<T>(evaluation: impl FnOnce() -> T) -> (T, u64) {
+    let outer = CHECKS_MADE.replace(0);
+    let result = evaluation();
+    let made = CHECKS_MADE.replace(outer);
+    (result, made)
+}
+
+/// Asks `principal`'s authorizer, counted for [`checks_made`].
+fn decide(principal: &Principal, attributes: &RequestInfo) -> Decision {
+    CHECKS_MADE.set(CHECKS_MADE.get().saturating_add(1));
+    Decision(principal.authorizer.check(&principal.user, attributes))
+}
 
 /// The runtime type names (upstream's `AuthorizerType`, …).
 const AUTHORIZER_TYPE: &str = "kubernetes.authorization.Authorizer";
@@ -354,7 +377,7 @@ fn path_check<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
         path,
         ..RequestInfo::default()
     };
-    opaque(Decision(principal.authorizer.check(&principal.user, &attributes)))
+    opaque(decide(&principal, &attributes))
 }
 
 /// `<ResourceCheck>.check(apiVerb)`: a resource request with API version `*`.
@@ -371,8 +394,7 @@ fn resource_check<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, E
         name: check.name,
         ..RequestInfo::default()
     };
-    let principal = &check.principal;
-    opaque(Decision(principal.authorizer.check(&principal.user, &attributes)))
+    opaque(decide(&check.principal, &attributes))
 }
 
 fn allowed<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {

@@ -81,10 +81,16 @@ impl Expression {
     }
 
     /// The estimated cost of evaluating it over data of `data_size` JSON values (`cost::estimate`).
-    /// Each authorization `check` adds upstream's fixed cost.
+    /// Each authorization `check` written adds upstream's fixed cost.
     pub fn cost(&self, data_size: u64) -> u64 {
-        cost::estimate(self.nodes, self.comprehension_depth, data_size)
+        self.cost_before_checks(data_size)
             .saturating_add(self.authorization_checks.saturating_mul(authorizer::CHECK_COST))
+    }
+
+    /// [`Self::cost`] without the authorization checks, which an evaluation is charged for as it makes
+    /// them (`authorizer::checks_made`).
+    pub fn cost_before_checks(&self, data_size: u64) -> u64 {
+        cost::estimate(self.nodes, self.comprehension_depth, data_size)
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! Costs: the expressions of one run of an admission filter (upstream's `ForInput`: a webhook's or a
 //! policy binding's conditions, a binding's validations, …) share a budget ([`FilterRun`]), each call
-//! estimated as [`cel::cost`] estimates a CRD rule's, over all the data bound. A call over the per-call
+//! estimated as [`cel::cost`] estimates a CRD rule's, over all the data bound, plus upstream's 350,000
+//! for each authorization check it made ([`cel::authorizer::checks_made`]). A call over the per-call
 //! limit is its expression's error (`expression '<e>' resulted in error: operation cancelled: actual
 //! cost limit exceeded`); a run whose budget is spent stops with `validation failed due to running out
 //! of cost budget, no further validation rules will be run`, which the conditions report as their
@@ -130,11 +131,29 @@ impl<'a> FilterRun<'a> {
             .spend(composition)
             .map_err(|_| FilterError::OutOfBudget)?;
         let resulted_in = |error: &str| format!("expression '{expression}' resulted in error: {error}");
-        match self.budget.charge(compiled.cost(self.data_size)) {
+        let cancelled = || FilterError::Expression(resulted_in(cost::CALL_LIMIT_EXCEEDED));
+        let before_checks = compiled.cost_before_checks(self.data_size);
+        match self.budget.charge(before_checks) {
             Err(_) => Err(FilterError::OutOfBudget),
-            Ok(Call::Cancelled) => Err(FilterError::Expression(resulted_in(cost::CALL_LIMIT_EXCEEDED))),
-            Ok(Call::Runs) => cel::evaluate(compiled, self.variables)
-                .map_err(|e| FilterError::Expression(resulted_in(&cel::error_text(&e)))),
+            Ok(Call::Cancelled) => Err(cancelled()),
+            Ok(Call::Runs) => {
+                let (result, checks) =
+                    cel::authorizer::checks_made(|| cel::evaluate(compiled, self.variables));
+                // cel-go charges each authorization check as it is made, and cancels the call once
+                // it is over the per-call limit; the run pays for what the call spent first.
+                let checked = checks.saturating_mul(cel::authorizer::CHECK_COST);
+                let over_limit = before_checks.saturating_add(checked) > cost::PER_CALL_LIMIT;
+                let spent = if over_limit {
+                    cost::PER_CALL_LIMIT - before_checks
+                } else {
+                    checked
+                };
+                self.budget.spend(spent).map_err(|_| FilterError::OutOfBudget)?;
+                if over_limit {
+                    return Err(cancelled());
+                }
+                result.map_err(|e| FilterError::Expression(resulted_in(&cel::error_text(&e))))
+            }
         }
     }
 
@@ -439,6 +458,21 @@ mod tests {
             evaluate(&c, &jane, true),
             MatchResult::Skipped,
             "no opinion is not allowed"
+        );
+        let three = "authorizer.path('/a').check('get').allowed() || authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()";
+        let mut root = mvp_core::UserInfo::new("root");
+        root.groups = vec!["system:masters".to_owned()];
+        assert_eq!(
+            evaluate(&conditions(&[three]), &with(root), true),
+            MatchResult::Matches,
+            "one check made: cel-go charges the checks it evaluates"
+        );
+        assert_eq!(
+            evaluate(&conditions(&[three]), &jane, true),
+            MatchResult::Error(format!(
+                "expression '{three}' resulted in error: operation cancelled: actual cost limit exceeded"
+            )),
+            "three checks made are over the per-call limit"
         );
         let reason =
             conditions(&["authorizer.path('/healthz').check('get').reason() == 'Everything is forbidden.'"]);
