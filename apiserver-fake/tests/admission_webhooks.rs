@@ -177,6 +177,17 @@ async fn answer(path: &str, request: &Value) -> Bytes {
                 )
             }
         }
+        "/exec" => {
+            if request["name"]
+                .as_str()
+                .is_some_and(|name| name.starts_with("prod-"))
+            {
+                review(json!({"uid": uid, "allowed": false,
+                    "status": {"code": 403, "reason": "Forbidden", "message": "no exec into production pods"}}))
+            } else {
+                review(json!({"uid": uid, "allowed": true, "warnings": ["exec checked by the webhook"]}))
+            }
+        }
         "/garbage" => Bytes::from_static(b"garbage"),
         "/bad-patch" => review(json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
             "patch": patch(json!([{"op": "remove", "path": "/spec/nothing"}]))})),
@@ -1127,5 +1138,102 @@ fn token_requests_are_admitted_as_creates_of_the_service_accounts_subresource() 
         ),
         "{}",
         reviews[1]
+    );
+}
+
+/// `kubectl exec` is admitted as upstream's connect handler admits it, before it connects: a validating
+/// webhook registered for `CONNECT` on `pods/exec` is called with the `PodExecOptions` kubectl asked
+/// for, its denial reaches kubectl with its code and message (for the websocket request kubectl sends
+/// first and the SPDY one it falls back to, as with kube-apiserver), and an exec it allows gets the
+/// answer of a cluster without kubelets, with the webhook's warning (which kubectl's streaming clients
+/// do not print, its REST client does). Port-forward and the proxies are connections too; the webhook
+/// is not called for them.
+#[test]
+fn kubectl_exec_is_admitted_as_a_connect_of_the_pods_exec_subresource() {
+    let Some(cluster) = WebhookCluster::start() else {
+        return;
+    };
+    let WebhookCluster {
+        server,
+        dir,
+        _demo,
+        b,
+        ..
+    } = cluster;
+    apply(
+        &b,
+        dir.path(),
+        "webhooks.yaml",
+        &server.one_webhook(
+            "ValidatingWebhookConfiguration",
+            "exec",
+            "/exec",
+            "[{operations: [CONNECT], apiGroups: [\"\"], apiVersions: [v1], resources: [pods/exec]}]",
+        ),
+    );
+    for name in ["prod-db", "web"] {
+        let (ok, _, err) = kubectl(&b, &["run", name, "--image=busybox"]);
+        assert!(ok, "{err}");
+    }
+    let mut transcript = Vec::new();
+    let (ok, _, denied) = kubectl(&b, &["exec", "prod-db", "--", "cat", "/etc/secret"]);
+    assert!(!ok, "the webhook refuses the exec");
+    transcript.push(format!("$ kubectl exec prod-db -- cat /etc/secret\n{denied}"));
+    assert_eq!(
+        server.calls_for("/exec", "prod-db"),
+        2,
+        "called for the websocket request and for the SPDY one kubectl falls back to"
+    );
+    let (ok, _, allowed) = kubectl(&b, &["exec", "web", "-c", "web", "--", "ls"]);
+    assert!(!ok, "there is no kubelet to exec in");
+    transcript.push(format!("$ kubectl exec web -c web -- ls\n{allowed}"));
+    // kubectl's streaming clients do not print warnings; its REST client does, for a plain GET.
+    let raw = "/api/v1/namespaces/default/pods/web/exec?command=ls&stdin=true";
+    let (ok, _, warned) = kubectl(&b, &["get", "--raw", raw]);
+    assert!(!ok, "there is no kubelet to exec in");
+    transcript.push(format!("$ kubectl get --raw '{raw}'\n{warned}"));
+    insta::assert_snapshot!("exec_connect", transcript.join("\n"));
+
+    let reviews = server
+        .calls
+        .lock()
+        .expect("calls")
+        .get("/exec")
+        .cloned()
+        .unwrap_or_default();
+    let review = reviews
+        .iter()
+        .find(|r| r["name"] == "web" && r["object"]["container"] == "web")
+        .expect("the webhook was called for kubectl exec web");
+    insta::assert_json_snapshot!("exec_review_request", review, {
+        ".uid" => "[uid]",
+    });
+
+    // The other connections are admitted too, but this webhook names only `pods/exec`.
+    let calls = reviews.len();
+    let (ok, _, err) = kubectl(
+        &b,
+        &[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/pods/web/portforward?ports=80",
+        ],
+    );
+    assert!(!ok);
+    assert!(err.contains("pod web does not have a host assigned"), "{err}");
+    let (ok, _, err) = kubectl(
+        &b,
+        &[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/pods/web/proxy/healthz",
+        ],
+    );
+    assert!(!ok);
+    assert!(err.contains("address not allowed"), "{err}");
+    assert_eq!(
+        server.calls("/exec", "pods"),
+        calls,
+        "no call for port-forward or proxy"
     );
 }

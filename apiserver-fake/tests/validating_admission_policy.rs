@@ -540,6 +540,106 @@ fn cost_limits_with_kubectl() {
     insta::assert_snapshot!("admission_policy_cost_limits", transcript.join("\n"));
 }
 
+/// A policy on `CONNECT` (`kubectl exec` and `attach`): the options are `object` (`PodExecOptions`,
+/// with the command kubectl sends), `oldObject` is null, `request.operation` `CONNECT`.
+const ON_CONNECT: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-shell}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [\"\"], apiVersions: [v1], operations: [CONNECT], resources: [pods/exec, pods/attach]}
+  validations:
+  - {expression: \"request.operation == 'CONNECT' && oldObject == null && object.apiVersion == 'v1'\", message: 'not a connect'}
+  - expression: \"object.kind != 'PodExecOptions' || !object.command.exists(c, c == 'sh')\"
+    messageExpression: \"'may not run ' + object.command.join(' ') + ' in ' + request.name\"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-shell}
+spec: {policyName: no-shell, validationActions: [Deny]}
+";
+
+/// `kubectl exec` is admitted by ValidatingAdmissionPolicies as a `CONNECT` of `pods/exec`: a shell is
+/// refused with the policy's message, before the pod is even looked up; another command gets what a
+/// cluster without kubelets answers.
+#[test]
+fn policies_admit_connections_with_kubectl() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
+        return;
+    };
+    let a = cluster.kubeconfig("a");
+    cluster.apply(&a, "policies.yaml", ON_CONNECT);
+    kubectl_ok(&a, &["run", "web", "--image=busybox"]);
+    let mut transcript = Vec::new();
+    for (args, admitted) in [
+        (&["exec", "web", "--", "sh", "-c", "ls"][..], false),
+        // kubectl looks the pod up first; a request of its own shows admission comes before that.
+        (
+            &[
+                "get",
+                "--raw",
+                "/api/v1/namespaces/default/pods/nothing-here/exec?command=sh",
+            ][..],
+            false,
+        ),
+        (&["exec", "web", "--", "ls"][..], true),
+    ] {
+        let (connected, out, err) = kubectl(&a, args);
+        assert!(!connected, "there is no kubelet to exec in");
+        assert_eq!(err.contains("may not run"), !admitted, "{args:?}: {err}");
+        transcript.push(format!("$ kubectl {}\n{out}{err}", args.join(" ")));
+    }
+    insta::assert_snapshot!("admission_policy_connect", transcript.join("\n"));
+}
+
+/// A collection delete is admitted per object, as upstream's `DeleteCollection` deletes: each object
+/// in name order, the policies judging each (`oldObject` the object); the first refusal ends the
+/// request with that refusal, the objects before it deleted, those after it kept. `kubectl delete
+/// --all` deletes one object at a time instead: the refused one is reported, the others are deleted.
+#[test]
+fn policies_admit_each_object_of_a_collection_delete_with_kubectl() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
+        return;
+    };
+    let a = cluster.kubeconfig("a");
+    cluster.apply(&a, "policies.yaml", ON_DELETE);
+    kubectl_ok(&a, &["create", "namespace", "batch"]);
+    let create = |names: &[&str]| {
+        for name in names {
+            kubectl_ok(
+                &a,
+                &["create", "configmap", name, "-n", "batch", "--from-literal=a=b"],
+            );
+        }
+    };
+    let remaining = || {
+        let (_, out, _) = kubectl(&a, &["get", "configmaps", "-n", "batch", "-o", "name"]);
+        out.lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let mut transcript = Vec::new();
+
+    create(&["a-first", "keep-me", "other", "warn-me"]);
+    let raw = "/api/v1/namespaces/batch/configmaps";
+    let (deleted, out, err) = kubectl(&a, &["delete", "--raw", raw]);
+    assert!(!deleted, "keep-me's refusal fails the collection delete");
+    transcript.push(format!("$ kubectl delete --raw {raw}\n{out}{err}"));
+    assert_eq!(
+        remaining(),
+        ["configmap/keep-me", "configmap/other", "configmap/warn-me"],
+        "a-first was deleted before keep-me was refused, the rest was not reached"
+    );
+
+    create(&["a-first"]);
+    let args = ["delete", "configmaps", "--all", "-n", "batch"];
+    let (deleted, out, err) = kubectl(&a, &args);
+    assert!(!deleted, "kubectl reports keep-me's refusal");
+    transcript.push(format!("$ kubectl {}\n{out}{err}", args.join(" ")));
+    assert_eq!(remaining(), ["configmap/keep-me"]);
+    insta::assert_snapshot!("admission_policy_collection_delete", transcript.join("\n"));
+}
+
 /// Policies on the DELETE of ConfigMaps: a `Deny` one keeping `keep-me` (judged on `oldObject`, with
 /// `object` null and the request's operation `DELETE`) and a `Warn` one about `warn-me`.
 const ON_DELETE: &str = "apiVersion: admissionregistration.k8s.io/v1

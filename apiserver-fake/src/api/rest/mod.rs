@@ -374,6 +374,20 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every value of `name`, in order (Go's `url.Values[name]`).
+    pub fn values(&self, name: &str) -> Vec<&str> {
+        self.pairs
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// Whether the query has no parameters at all.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
     /// A boolean parameter as Go's `strconv.ParseBool` reads it (absent → false).
     pub fn flag(&self, name: &str) -> Result<bool, Status> {
         match self.get(name) {

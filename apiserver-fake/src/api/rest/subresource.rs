@@ -9,10 +9,10 @@
 //! | `pods/binding` | create | assigns the pod to the Binding's node (`spec.nodeName`, `PodScheduled`); 201 `Success` |
 //! | `pods/eviction` | create | deletes the pod (no PodDisruptionBudgets to check); 201 `Success` |
 //! | `pods/log` | get | 204 with an empty body while the pod has no node (`LogLocation`'s empty location) |
-//! | `pods/exec`, `attach`, `portforward` | get, create | 400 `pod NAME does not have a host assigned` (`streamLocation`) |
-//! | `pods/proxy` | all | 400 `address not allowed` without a pod IP (`ResourceLocation`) |
-//! | `services/proxy` | all | 503 `no endpoints available for service "NAME"` |
-//! | `nodes/proxy` | all | 500 `no preferred addresses found; known addresses: []` without addresses |
+//! | `pods/exec`, `attach`, `portforward` | get, create (connect) | 400 `pod NAME does not have a host assigned` (`streamLocation`) |
+//! | `pods/proxy` | all (connect) | 400 `address not allowed` without a pod IP (`ResourceLocation`) |
+//! | `services/proxy` | all (connect) | 503 `no endpoints available for service "NAME"` |
+//! | `nodes/proxy` | all (connect) | 500 `no preferred addresses found; known addresses: []` without addresses |
 //!
 //! A pod that has a node (bound through `pods/binding`) would be served by its kubelet; the fake has
 //! none, so its log, exec, attach and port-forward answer what kube-apiserver answers when it cannot
@@ -21,6 +21,17 @@
 //! Binding and eviction are creates, admitted as upstream's create handler admits them: mutating
 //! webhooks may change the `Binding`/`Eviction` (`v1`, `policy/v1`), validating ones judge it, and
 //! their warnings reach the client.
+//!
+//! Exec, attach, port-forward and the proxies are connections, admitted as upstream's
+//! `ConnectResource` admits them before it connects ([`admit_connect`]): the operation `CONNECT`, the
+//! request's options as the object (`v1` `PodExecOptions`, `PodAttachOptions`, `PodPortForwardOptions`,
+//! `PodProxyOptions`, `ServiceProxyOptions`, `NodeProxyOptions`, decoded from the query). A webhook or
+//! ValidatingAdmissionPolicy that denies `kubectl exec` is answered with its denial, before the pod is
+//! even looked up; an allowed one gets the answers above, with the webhooks' warnings. A mutating
+//! webhook may change the options (the container then validated is the one it leaves).
+//! MutatingAdmissionPolicies are not invoked on connections: upstream's plugin lists `CONNECT` among
+//! its operations, but its patchers work on objects of the resource's schema, which options are not
+//! (the fake does not try to reproduce what upstream's type converter makes of them).
 //!
 //! The upstream sources: `pkg/registry/core/pod/strategy.go` (`LogLocation`, `streamLocation`,
 //! `ResourceLocation`, the ephemeral containers and resize strategies), `pkg/registry/core/pod/storage`
@@ -67,9 +78,18 @@ pub(crate) fn is_action(resource: &ResourceInfo, subresource: &str) -> bool {
         )
 }
 
-/// Serves an [`is_action`] subresource.
+/// Serves an [`is_action`] subresource. A connection ([`connect_options_kind`]) is admitted first
+/// ([`admit_connect`]); the admission's warnings reach the client whatever the connection answers.
 pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
-    match (req.resource.resource.as_str(), req.info.subresource.as_str()) {
+    let (resource, subresource) = (req.resource.resource.as_str(), req.info.subresource.as_str());
+    if let Some(kind) = connect_options_kind(resource, subresource) {
+        let (options, warnings) = admit_connect(req, kind).await?;
+        let response = connect(req, &options)
+            .await
+            .unwrap_or_else(|status| req.format.error(status));
+        return Ok(with_warnings(response, &warnings));
+    }
+    match (resource, subresource) {
         ("pods", "binding") => bind(req, body).await,
         ("pods", "eviction") => evict(req, body).await,
         ("pods", "log") => {
@@ -80,9 +100,21 @@ pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response
                 node => Err(kubelet_of(req, node).await),
             }
         }
+        _ => Err(Status::route_method_not_allowed()),
+    }
+}
+
+/// The connection of an admitted connect request with its `options` (as admission left them): what
+/// kube-apiserver answers when there is nothing to connect to (see the module docs).
+async fn connect(req: &RestRequest<'_>, options: &Value) -> Result<Response, Status> {
+    match (req.resource.resource.as_str(), req.info.subresource.as_str()) {
         ("pods", "exec" | "attach") => {
             let pod = parent(req).await?;
-            validate_container(&pod, req.query.get("container").unwrap_or_default())?;
+            let container = options
+                .get("container")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            validate_container(&pod, container)?;
             no_host(req, &pod).await
         }
         ("pods", "portforward") => {
@@ -572,6 +604,130 @@ async fn action_body(
     Ok(object)
 }
 
+/// The kind of the options of a `CONNECT` subresource (upstream's `NewConnectOptions`), `None` for
+/// the subresources that are not connections.
+pub(crate) fn connect_options_kind(resource: &str, subresource: &str) -> Option<&'static str> {
+    match (resource, subresource) {
+        ("pods", "exec") => Some("PodExecOptions"),
+        ("pods", "attach") => Some("PodAttachOptions"),
+        ("pods", "portforward") => Some("PodPortForwardOptions"),
+        ("pods", "proxy") => Some("PodProxyOptions"),
+        ("services", "proxy") => Some("ServiceProxyOptions"),
+        ("nodes", "proxy") => Some("NodeProxyOptions"),
+        _ => None,
+    }
+}
+
+/// `getRequestOptions`: the `v1` options of a connect request of `kind`, decoded from its query as
+/// upstream's parameter codec decodes them (a query with parameters is then defaulted: exec and attach
+/// always ask for stdout and stderr, `SetDefaults_PodExecOptions`), the proxies' `path` from the URL
+/// after the subresource. Fields are omitted when empty as the `v1` types' JSON omits them, but for
+/// exec's `command`, which is `null`.
+pub(crate) fn connect_options(req: &RestRequest<'_>, kind: &str) -> Result<Value, Status> {
+    let query = &req.query;
+    let mut options = serde_json::Map::new();
+    options.insert("kind".to_owned(), json!(kind));
+    options.insert("apiVersion".to_owned(), json!("v1"));
+    match kind {
+        "PodExecOptions" | "PodAttachOptions" => {
+            let defaulted = !query.is_empty();
+            for stream in ["stdin", "stdout", "stderr", "tty"] {
+                let default = defaulted && matches!(stream, "stdout" | "stderr");
+                if default || query_bool(&query.values(stream)) {
+                    options.insert(stream.to_owned(), json!(true));
+                }
+            }
+            if let Some(container) = query.get("container").filter(|c| !c.is_empty()) {
+                options.insert("container".to_owned(), json!(container));
+            }
+            if kind == "PodExecOptions" {
+                let command = query.values("command");
+                let command = if command.is_empty() {
+                    Value::Null
+                } else {
+                    json!(command)
+                };
+                options.insert("command".to_owned(), command);
+            }
+        }
+        "PodPortForwardOptions" => {
+            let ports = query
+                .values("ports")
+                .into_iter()
+                .flat_map(|value| value.split(','))
+                .map(parse_port)
+                .collect::<Result<Vec<u16>, Status>>()?;
+            if !ports.is_empty() {
+                options.insert("ports".to_owned(), json!(ports));
+            }
+        }
+        _ => {
+            let path = proxy_path(req.info);
+            if !path.is_empty() {
+                options.insert("path".to_owned(), json!(path));
+            }
+        }
+    }
+    Ok(Value::Object(options))
+}
+
+/// `Convert_Slice_string_To_bool`: the first value, false only when it is `0`, `false` or `no` (any
+/// case); absent is false.
+fn query_bool(values: &[&str]) -> bool {
+    values.first().is_some_and(|value| {
+        !(*value == "0" || value.eq_ignore_ascii_case("false") || value.eq_ignore_ascii_case("no"))
+    })
+}
+
+/// `Convert_Slice_string_To_Slice_int32`'s `strconv.ParseUint(v, 10, 16)`, with its error as the 400.
+fn parse_port(value: &str) -> Result<u16, Status> {
+    value.parse::<u16>().map_err(|_| {
+        let why = match !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+            true => "value out of range",
+            false => "invalid syntax",
+        };
+        Status::bad_request(format!(
+            "cannot convert to []int32: strconv.ParseUint: parsing {value:?}: {why}"
+        ))
+    })
+}
+
+/// The proxied path: the URL's parts after the subresource, with a leading slash, and a trailing one
+/// when the URL has one (`getRequestOptions` with its subpath).
+fn proxy_path(info: &mvp_core::RequestInfo) -> String {
+    let mut path = info.parts.get(3..).unwrap_or_default().join("/");
+    if !path.is_empty() && !path.starts_with('/') {
+        path.insert(0, '/');
+    }
+    if info.path.ends_with('/') && !path.ends_with('/') {
+        path.push('/');
+    }
+    path
+}
+
+/// Admission of a connection, as upstream's `ConnectResource` admits it before connecting: a `dryRun`
+/// parameter is refused (400 `dryRun is not supported`), then the mutating webhooks and the validating
+/// policies and webhooks see the operation `CONNECT` on the subresource with the options of `kind`
+/// ([`connect_options`]) as the object, no old object, no options and the name of the URL (a proxy's
+/// `name:port` as it is). MutatingAdmissionPolicies are not invoked (see the module docs).
+/// Returns the options as the mutating webhooks left them and the webhooks' and policies' warnings.
+pub(crate) async fn admit_connect(req: &RestRequest<'_>, kind: &str) -> Result<(Value, Vec<String>), Status> {
+    if !req.query.values("dryRun").is_empty() {
+        return Err(Status::bad_request("dryRun is not supported"));
+    }
+    let options = connect_options(req, kind)?;
+    let mut attributes = Attributes::of(req, Operation::Connect, Some(&options), None, "");
+    attributes.name = req.info.name.clone();
+    attributes.kind = kind.to_owned();
+    attributes.kind_api_version = Some("v1".to_owned());
+    attributes.dry_run = false;
+    attributes.options = Value::Null;
+    let mut warnings = admission::mutate(req, &mut attributes).await?.warnings;
+    warnings.extend(super::validating_admission_policy::admit_connect(req, &attributes).await?);
+    warnings.extend(admission::validate(req, &attributes).await?.warnings);
+    Ok((attributes.object.unwrap_or(options), warnings))
+}
+
 /// Admission of an action's create (`pods/binding`, `pods/eviction`, `serviceaccounts/token`), as upstream's create handler
 /// admits a subresource: webhooks see the operation `CREATE` on the pod's subresource with `object` as
 /// `kind` of `api_version` (the version the registry works in, whatever version the client sent).
@@ -696,5 +852,67 @@ async fn evict(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     {
         Ok(_) | Err(StoreError::NotFound { .. }) => Ok(with_warnings(created_success(req), &warnings)),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_booleans_are_false_only_for_upstreams_false_words() {
+        assert!(!query_bool(&[]));
+        for value in ["0", "false", "FALSE", "No", "no"] {
+            assert!(!query_bool(&[value]), "{value}");
+        }
+        for value in ["1", "true", "yes", "", "anything"] {
+            assert!(query_bool(&[value]), "{value:?}");
+        }
+        assert!(query_bool(&["true", "false"]), "the first value decides");
+    }
+
+    #[test]
+    fn ports_are_parsed_as_upstreams_uint16s() {
+        assert_eq!(parse_port("8080").ok(), Some(8080));
+        let message = |value: &str| parse_port(value).err().map(|s| s.message);
+        assert_eq!(
+            message("70000").as_deref(),
+            Some("cannot convert to []int32: strconv.ParseUint: parsing \"70000\": value out of range")
+        );
+        assert_eq!(
+            message("http").as_deref(),
+            Some("cannot convert to []int32: strconv.ParseUint: parsing \"http\": invalid syntax")
+        );
+        assert_eq!(
+            message("").as_deref(),
+            Some("cannot convert to []int32: strconv.ParseUint: parsing \"\": invalid syntax")
+        );
+    }
+
+    #[test]
+    fn proxy_paths_are_the_parts_after_the_subresource() {
+        let info = |uri: &str| {
+            mvp_core::RequestInfo::from_parts(&http::Method::GET, &uri.parse().expect("uri")).expect("info")
+        };
+        let path = |uri: &str| proxy_path(&info(uri));
+        assert_eq!(path("/api/v1/namespaces/default/pods/web/proxy"), "");
+        assert_eq!(path("/api/v1/namespaces/default/pods/web/proxy/"), "/");
+        assert_eq!(
+            path("/api/v1/namespaces/default/services/web:80/proxy/healthz/live"),
+            "/healthz/live"
+        );
+        assert_eq!(path("/api/v1/nodes/node-1/proxy/metrics/"), "/metrics/");
+    }
+
+    #[test]
+    fn connections_have_their_options_kinds() {
+        assert_eq!(connect_options_kind("pods", "exec"), Some("PodExecOptions"));
+        assert_eq!(
+            connect_options_kind("services", "proxy"),
+            Some("ServiceProxyOptions")
+        );
+        assert_eq!(connect_options_kind("nodes", "proxy"), Some("NodeProxyOptions"));
+        assert_eq!(connect_options_kind("pods", "eviction"), None);
+        assert_eq!(connect_options_kind("pods", "log"), None);
     }
 }

@@ -1,6 +1,7 @@
 //! `ValidatingAdmissionPolicy` admission (upstream `k8s.io/apiserver/pkg/admission/plugin/policy/validating`,
-//! whose texts this copies): before a create or update is written, or a delete is done (`object` null,
-//! the stored object as `oldObject`, [`admit_delete`]), every
+//! whose texts this copies): before a create or update is written, a delete is done (`object` null,
+//! the stored object as `oldObject`, [`admit_delete`]) or a connection is made (`object` the options,
+//! `PodExecOptions`, ..., [`admit_connect`]), every
 //! `ValidatingAdmissionPolicyBinding` whose policy's `matchConstraints` and whose own `matchResources`
 //! (when it has them) match the request ([`matching`]: rules, `excludeResourceRules`, namespace and
 //! object selectors, `matchPolicy`) has its policy's `validations` evaluated with [`crate::cel`]
@@ -38,7 +39,7 @@
 //! A binding's `paramRef` gives the `params` of one evaluation per parameter ([`super::policy_params`]);
 //! `auditAnnotations` are added to the request's audit event as `<policy>/<key>`.
 //!
-//! Not done: policies on `CONNECT`, and the status's type checking.
+//! Not done: and the status's type checking.
 
 use serde_json::{Value, json};
 
@@ -447,6 +448,15 @@ pub(crate) async fn admit_delete(
     current: &Value,
 ) -> Result<Vec<String>, Status> {
     admit_with(req, attributes, None, Some(current)).await
+}
+
+/// Admits a `CONNECT` (upstream's plugin handles it as any operation): `object` is the request's
+/// options (`PodExecOptions`, ...) in `attributes`, `oldObject` null, `request.operation` `CONNECT`.
+pub(crate) async fn admit_connect(
+    req: &RestRequest<'_>,
+    attributes: &super::admission::Attributes,
+) -> Result<Vec<String>, Status> {
+    admit_with(req, attributes, attributes.object.as_ref(), None).await
 }
 
 /// Admits the request of `attributes`, whose new object is `object` (none on a delete) and old one `old`.

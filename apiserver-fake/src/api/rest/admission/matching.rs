@@ -234,7 +234,9 @@ pub(crate) fn rule_matches(rule: &Rule, attributes: &Attributes, version: &str) 
 }
 
 /// `objectMatcher.MatchObjectSelector`: the new or the old object's labels match. An empty selector
-/// matches everything, even a request without objects.
+/// matches everything, even a request without objects. An object without `metadata` (a `CONNECT`'s
+/// `PodExecOptions`, ...) has no labels to match (upstream's `meta.Accessor` fails on it): a selector
+/// that is not empty never matches it, not even `DoesNotExist`.
 pub(crate) fn object_selected(selector: &LabelSelector, attributes: &Attributes) -> bool {
     if selector.is_empty() {
         return true;
@@ -242,6 +244,7 @@ pub(crate) fn object_selected(selector: &LabelSelector, attributes: &Attributes)
     [&attributes.object, &attributes.old_object]
         .into_iter()
         .flatten()
+        .filter(|object| object.get("metadata").is_some_and(Value::is_object))
         .any(|object| selector.matches(object))
 }
 
@@ -337,6 +340,7 @@ impl Operation {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
             Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
         }
     }
 }
@@ -490,6 +494,25 @@ mod tests {
         let expressions = webhook(json!({"rules": [all], "objectSelector": {"matchExpressions": [
             {"key": "app", "operator": "NotIn", "values": ["web"]}]}}));
         assert!(should_call(&expressions, &a, None, &[]).is_some());
+    }
+
+    #[test]
+    fn connect_options_have_no_labels_for_an_object_selector() {
+        let connect = rule(&["CONNECT"], &[""], &["v1"], &["pods/exec"]);
+        let mut a = attributes(Operation::Connect, "", "v1", "pods", "exec");
+        a.object = Some(json!({"kind": "PodExecOptions", "apiVersion": "v1", "command": ["ls"]}));
+        let any = webhook(json!({"rules": [connect]}));
+        assert!(should_call(&any, &a, None, &[]).is_some());
+        let absent = webhook(
+            json!({"rules": [connect], "objectSelector": {"matchExpressions": [
+            {"key": "exempt", "operator": "DoesNotExist"}]}}),
+        );
+        assert!(
+            should_call(&absent, &a, None, &[]).is_none(),
+            "not even DoesNotExist matches an object without metadata"
+        );
+        let create = webhook(json!({"rules": [rule(&["CREATE"], &[""], &["v1"], &["pods/exec"])]}));
+        assert!(should_call(&create, &a, None, &[]).is_none());
     }
 
     #[test]

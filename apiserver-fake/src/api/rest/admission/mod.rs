@@ -5,6 +5,8 @@
 //! The write handlers call two seams, where upstream's handlers call admission:
 //! [`mutate`] after decoding and defaulting, before the strategy validates (create, update, patch, and
 //! delete without an object), and [`validate`] after validation, right before the store write. The
+//! connect handler (`pods/exec`, `attach`, `portforward`, the `proxy` subresources) calls both with
+//! the operation `CONNECT` before it connects, as upstream's `ConnectResource`. The
 //! built-in admission the fake has (`NamespaceLifecycle`, `super::lifecycle`) runs first, as in
 //! upstream's plugin order.
 //!
@@ -56,7 +58,7 @@ fn annotate(req: &RestRequest<'_>, hook: &Webhook, response: &AdmissionResponse)
     }
 }
 
-/// The admission operation of a request (`CONNECT` is not served by the fake).
+/// The admission operation of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
     /// `CREATE`.
@@ -65,6 +67,10 @@ pub enum Operation {
     Update,
     /// `DELETE`.
     Delete,
+    /// `CONNECT`: `pods/exec`, `attach`, `portforward` and the `proxy` subresources, whose object is
+    /// the request's options (`PodExecOptions`, ...) and which have no old object nor options
+    /// (`super::subresource::admit_connect`).
+    Connect,
 }
 
 /// `admission.Attributes`: what a webhook is told about the request.

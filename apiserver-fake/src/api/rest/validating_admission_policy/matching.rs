@@ -244,7 +244,8 @@ pub(crate) fn namespace_object(namespace: Option<&Value>) -> Value {
 }
 
 /// `object` as a policy matched in `version` sees it: defaulted as stored, labelled with that version
-/// (the fake serves a resource alike in every version, so converting is relabelling).
+/// (the fake serves a resource alike in every version, so converting is relabelling). A `CONNECT`'s
+/// options are no stored object: they are seen as decoded.
 pub(crate) fn presented(
     req: &RestRequest<'_>,
     attributes: &Attributes,
@@ -252,7 +253,9 @@ pub(crate) fn presented(
     version: &str,
 ) -> Value {
     let mut object = object.clone();
-    req.resource.default_stored(&mut object);
+    if attributes.operation != Operation::Connect {
+        req.resource.default_stored(&mut object);
+    }
     crate::api::rest::object::present(object, &attributes.kind_api_version(version), &attributes.kind)
 }
 
