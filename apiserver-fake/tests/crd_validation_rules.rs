@@ -130,7 +130,9 @@ fn crd_defaults_and_validation_rules_with_kubectl() {
 }
 
 /// A rule over Kubernetes' named formats (`format.dns1123Label().validate(…)`, an optional list of
-/// upstream's messages), its `messageExpression` joining them: an invalid name is refused with them.
+/// upstream's messages), its `messageExpression` the first of them: an invalid name is refused with it.
+/// (Joining the list, or adding to it, would be refused with the CRD: the list has no size bound, so
+/// upstream's estimate of such a `messageExpression` is more than 100 times its limit.)
 #[test]
 fn crd_rule_with_named_formats_with_kubectl() {
     let Some(cluster) = KubectlDemo::start(&[]) else {
@@ -162,9 +164,9 @@ spec:
               id: {type: string}
             x-kubernetes-validations:
             - rule: "!format.dns1123Label().validate(self.name).hasValue()"
-              messageExpression: "format.dns1123Label().validate(self.name).value().join(', ')"
+              messageExpression: "format.dns1123Label().validate(self.name).value()[0]"
             - rule: "!has(self.id) || !format.named('uuid').value().validate(self.id).hasValue()"
-              messageExpression: "'id: ' + format.uuid().validate(self.id).value().join(', ')"
+              messageExpression: "format.uuid().validate(self.id).value()[0]"
 "#,
     );
     wait_until_served(&a, "gizmos.v1.example.com");
@@ -189,4 +191,106 @@ spec:
         "crd_rules_format_kubectl",
         format!("$ kubectl apply -f bad.yaml  # spec: {{name: My_Name, id: nope}}\n{invalid}")
     );
+}
+
+/// A CRD whose `items` list declares no `maxItems` and whose strings no `maxLength`.
+fn pairwise_crd(bounds: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: pairs.example.com}}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {{plural: pairs, singular: pair, kind: Pair}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              items:
+                type: array{bounds}
+                x-kubernetes-validations:
+                - rule: "self.all(x, self.all(y, x != y))"
+"#
+    )
+}
+
+/// Upstream's static cost estimate when a CRD is written: a rule comparing every item of an unbounded
+/// list of unbounded strings with every other is refused (the rule over the per-expression limit, and
+/// over the limit of the whole schema), and accepted once `maxItems` and `maxLength` bound it; a
+/// `messageExpression` of unknown size and a rule 94.4 times over the limit are refused with the
+/// factors upstream prints.
+#[test]
+fn crd_rule_costs_are_estimated_when_the_definition_is_written_with_kubectl() {
+    let Some(cluster) = KubectlDemo::start(&[]) else {
+        return;
+    };
+    let a = cluster.kubeconfig("a");
+    let refused = |file: &str, yaml: &str| {
+        let path = cluster.dir.path().join(file);
+        std::fs::write(&path, yaml).expect("write");
+        let (ok, _, err) = kubectl(&a, &["apply", "-f", &path.to_string_lossy()]);
+        assert!(!ok, "{file} is refused");
+        format!("$ kubectl apply -f {file}\n{err}")
+    };
+    let unbounded = refused(
+        "unbounded.yaml",
+        &pairwise_crd("\n                items: {type: string}"),
+    );
+    let out = cluster.apply(
+        &a,
+        "bounded.yaml",
+        &pairwise_crd(
+            "\n                maxItems: 100\n                items: {type: string, maxLength: 64}",
+        ),
+    );
+    assert_eq!(
+        out,
+        "customresourcedefinition.apiextensions.k8s.io/pairs.example.com created\n"
+    );
+    wait_until_served(&a, "pairs.v1.example.com");
+
+    let factors = refused(
+        "factors.yaml",
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: attempts.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: attempts, singular: attempt, kind: Attempt}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              config:
+                type: object
+                properties:
+                  attempts: {type: integer}
+                x-kubernetes-validations:
+                - rule: "self.attempts >= 0"
+                  messageExpression: "'invalid attempts: ' + string(self.attempts)"
+              names:
+                type: array
+                maxItems: 1000
+                items: {type: string}
+                x-kubernetes-validations:
+                - rule: "self.all(x, x.matches('^[a-z0-9]+$'))"
+"#,
+    );
+    insta::assert_snapshot!("crd_rule_costs_kubectl", format!("{unbounded}\n{factors}"));
 }

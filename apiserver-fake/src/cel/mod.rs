@@ -15,6 +15,7 @@
 
 pub(crate) mod authorizer;
 pub(crate) mod cost;
+pub(crate) mod estimate;
 pub(crate) mod format;
 pub(crate) mod library;
 pub(crate) mod network;

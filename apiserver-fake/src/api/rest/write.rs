@@ -359,6 +359,11 @@ fn validate_rules(
     } else {
         return Ok(Vec::new());
     };
+    let mut causes = causes;
+    if is_definition {
+        // Upstream's static cost limits, after the compilation errors.
+        causes.extend(structural::rule_cost::check_definition(object, current));
+    }
     if causes.is_empty() {
         return Ok(warnings);
     }

@@ -20,6 +20,7 @@
 //! - [`validation_rules`] runs the schema's `x-kubernetes-validations` CEL rules.
 
 pub(crate) mod defaulting;
+pub(crate) mod rule_cost;
 pub mod validation_rules;
 
 use serde_json::{Map, Value};
