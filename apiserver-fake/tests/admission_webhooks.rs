@@ -394,14 +394,21 @@ fn webhooks_mutate_and_deny_built_in_and_custom_resources_and_are_called_once_be
     assert!(ok, "{err}");
     assert_eq!(err, "Warning: checked by the deny webhook\n");
     assert_eq!(label(&b, &["configmap", "plain"]), "label-webhook");
-    // The webhook's audit annotations are in the request's audit event, under its name.
+    // The webhook's audit annotations are in the request's audit event, under its name, with the
+    // mutating dispatcher's record of each mutating webhook it called (the patch only from level
+    // `Request`: this log is at `Metadata`).
     let log = std::fs::read_to_string(dir.path().join("audit-b.log")).expect("b's audit log");
     let event = log
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps")
         .expect("the create's audit event");
-    assert_eq!(event["annotations"], json!({"deny.example.com/checked": "true"}));
+    assert_eq!(
+        event["annotations"],
+        json!({"deny.example.com/checked": "true",
+            "mutation.webhook.admission.k8s.io/round_0_index_0":
+                r#"{"configuration":"label","webhook":"label.example.com","mutated":true}"#})
+    );
     let (ok, _, err) = kubectl(&b, &["create", "deployment", "web", "--image=nginx"]);
     assert!(ok, "{err}");
     assert_eq!(label(&b, &["deployment", "web"]), "label-webhook");

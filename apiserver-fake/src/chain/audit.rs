@@ -395,8 +395,11 @@ impl AuditLog {
             _ => json!({"metadata": {}, "code": code}),
         };
         request.event["stage"] = json!(stage.name());
-        if let Some(annotations) = annotations.filter(|a| !a.0.is_empty()) {
-            request.event["annotations"] = json!(annotations.0);
+        let annotations = annotations
+            .map(|a| a.at_level(request.level >= Level::Request))
+            .unwrap_or_default();
+        if !annotations.is_empty() {
+            request.event["annotations"] = json!(annotations);
         }
         request.event["responseStatus"] = response_status;
         request.event["stageTimestamp"] = json!(now());

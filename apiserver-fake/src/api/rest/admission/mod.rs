@@ -19,6 +19,7 @@
 pub(crate) mod match_conditions;
 pub(crate) mod matching;
 pub mod review;
+pub(crate) mod versioned;
 pub(crate) mod webhook;
 
 use std::collections::BTreeSet;
@@ -28,6 +29,7 @@ use serde_json::{Value, json};
 
 use self::matching::{FailurePolicy, Invocation, Webhook};
 use self::review::{AdmissionResponse, ResponseError, ReviewVersion, WebhookStatus};
+use self::versioned::{ObjectConvertor, Versioned};
 use self::webhook::CallError;
 use super::RestRequest;
 use crate::api::status::{Status, StatusDetails, StatusReason};
@@ -35,10 +37,47 @@ use crate::store::{ObjectKey, StorageResource};
 
 pub(crate) use self::webhook::ServiceAddresses;
 
-/// The audit annotations webhooks returned (`<webhook name>/<key>`), carried to the audit log as a
-/// response extension, on success and on denial alike.
+/// The audit annotations admission adds to the request's audit event (the webhooks' own, as
+/// `<webhook name>/<key>`, the mutating dispatcher's, the policies'), carried to the audit log as a
+/// response extension, on success and on denial alike. The second set names the keys an event carries
+/// only at level `Request` or above (upstream's `AddAnnotationWithLevel`: a webhook's patch).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AuditAnnotations(pub std::collections::BTreeMap<String, String>);
+pub struct AuditAnnotations(
+    pub std::collections::BTreeMap<String, String>,
+    pub BTreeSet<String>,
+);
+
+impl AuditAnnotations {
+    /// `AddAnnotation`/`AddAnnotationWithLevel`: `key` set to `value` unless it already has one (the
+    /// first value is kept); `request_level`: only in events of level `Request` or above.
+    pub fn add(&mut self, key: String, value: String, request_level: bool) {
+        if self.0.contains_key(&key) {
+            return;
+        }
+        if request_level {
+            self.1.insert(key.clone());
+        }
+        self.0.insert(key, value);
+    }
+
+    /// Adds `other`'s annotations, with their levels.
+    fn merge(&mut self, other: AuditAnnotations) {
+        for (key, value) in other.0 {
+            let request_level = other.1.contains(&key);
+            self.add(key, value, request_level);
+        }
+    }
+
+    /// The annotations of an event of level `Request` or above (`request_or_more`), or of level
+    /// `Metadata`.
+    pub fn at_level(&self, request_or_more: bool) -> std::collections::BTreeMap<String, String> {
+        self.0
+            .iter()
+            .filter(|(key, _)| request_or_more || !self.1.contains(*key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect()
+    }
+}
 
 /// Records `response`'s audit annotations under `hook`'s name (upstream's `AddAnnotation`, first value
 /// kept).
@@ -51,11 +90,91 @@ fn annotate(req: &RestRequest<'_>, hook: &Webhook, response: &AdmissionResponse)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     for (key, value) in &response.audit_annotations {
-        annotations
-            .0
-            .entry(format!("{}/{key}", hook.name))
-            .or_insert_with(|| value.clone());
+        annotations.add(format!("{}/{key}", hook.name), value.clone(), false);
     }
+}
+
+/// `failed-open.<dispatcher>.webhook.admission.k8s.io/round_0_index_<i>`: the webhook (the `i`th of
+/// those invoked) whose failed call `failurePolicy: Ignore` let through.
+fn record_failed_open(req: &RestRequest<'_>, dispatcher: &str, index: usize, hook: &Webhook) {
+    req.audit_annotations
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .add(
+            format!("failed-open.{dispatcher}.webhook.admission.k8s.io/round_0_index_{index}"),
+            hook.name.clone(),
+            false,
+        );
+}
+
+/// The mutating dispatcher's annotations of one call (`webhookAnnotator`):
+/// `mutation.webhook.admission.k8s.io/round_<r>_index_<i>` for every call (`mutated` whether the
+/// patch changed the object), `patch.webhook.admission.k8s.io/round_<r>_index_<i>` (level `Request`)
+/// for an applied patch, and `failed-open.mutation.webhook.admission.k8s.io/…` for a failure
+/// `failurePolicy: Ignore` let through. `i` is the webhook's index among all mutating webhooks.
+fn mutation_annotations(call: &MutatingCall<'_>, mutation: Option<&Mutation>) -> AuditAnnotations {
+    let (configuration, webhook) = (&call.configured.configuration, &call.configured.hook.name);
+    let at = format!("round_{}_index_{}", call.round, call.index);
+    let mutated = matches!(mutation, Some(Mutation::Patched { changed: true, .. }));
+    let mut annotations = AuditAnnotations::default();
+    annotations.add(
+        format!("mutation.webhook.admission.k8s.io/{at}"),
+        json!({"configuration": configuration, "webhook": webhook, "mutated": mutated}).to_string(),
+        false,
+    );
+    match mutation {
+        Some(Mutation::Patched { patch, .. }) => {
+            let value = json!({"configuration": configuration, "webhook": webhook,
+                "patch": go_patch_order(patch), "patchType": "JSONPatch"});
+            annotations.add(
+                format!("patch.webhook.admission.k8s.io/{at}"),
+                go_json(&value),
+                true,
+            );
+        }
+        Some(Mutation::FailedOpen) => {
+            annotations.add(
+                format!("failed-open.mutation.webhook.admission.k8s.io/{at}"),
+                webhook.clone(),
+                false,
+            );
+        }
+        Some(Mutation::Unchanged) | None => {}
+    }
+    annotations
+}
+
+/// A decoded JSONPatch as Go marshals evanphx's `Patch` (operations are maps: their keys sorted; the
+/// values are raw JSON, kept as the webhook wrote them).
+fn go_patch_order(patch: &Value) -> Value {
+    match patch {
+        Value::Array(operations) => Value::Array(
+            operations
+                .iter()
+                .map(|operation| match operation {
+                    Value::Object(map) => {
+                        let mut sorted: Vec<_> = map.iter().collect();
+                        sorted.sort_by(|a, b| a.0.cmp(b.0));
+                        Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                    }
+                    other => other.clone(),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `value` as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and U+2029 escaped (they can only
+/// occur inside strings, so replacing them in the text is exact).
+fn go_json(value: &Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 /// The admission operation of a request.
@@ -189,14 +308,32 @@ pub struct Admitted {
     pub warnings: Vec<String>,
 }
 
+/// A webhook with the name of its configuration (the mutating dispatcher's audit annotations name
+/// both).
+struct Configured {
+    configuration: String,
+    hook: Webhook,
+}
+
 /// The webhooks of the configurations of `resource`, in upstream's order.
-async fn webhooks(req: &RestRequest<'_>, resource: &str) -> Vec<Webhook> {
+async fn webhooks(req: &RestRequest<'_>, resource: &str) -> Vec<Configured> {
     let storage = StorageResource::new("admissionregistration.k8s.io", resource);
     let Ok((mut configurations, _)) = req.ctx.store.list(&storage, None).await else {
         return Vec::new();
     };
     configurations.sort_by(|a, b| super::object::meta_str(a, "name").cmp(super::object::meta_str(b, "name")));
-    configurations.iter().flat_map(matching::webhooks_of).collect()
+    configurations
+        .iter()
+        .flat_map(|configuration| {
+            let name = super::object::meta_str(configuration, "name").to_owned();
+            matching::webhooks_of(configuration)
+                .into_iter()
+                .map(move |hook| Configured {
+                    configuration: name.clone(),
+                    hook,
+                })
+        })
+        .collect()
 }
 
 /// The versions the server serves the request's group/resource in (for `matchPolicy: Equivalent`).
@@ -209,10 +346,10 @@ fn equivalents(req: &RestRequest<'_>) -> Vec<String> {
 /// The request namespace's object when some webhook selects namespaces.
 async fn namespace_object(
     req: &RestRequest<'_>,
-    hooks: &[Webhook],
+    hooks: &[Configured],
     attributes: &Attributes,
 ) -> Option<Value> {
-    if attributes.namespace.is_empty() || !hooks.iter().any(matching::needs_namespace) {
+    if attributes.namespace.is_empty() || !hooks.iter().any(|c| matching::needs_namespace(&c.hook)) {
         return None;
     }
     req.ctx
@@ -225,26 +362,22 @@ async fn namespace_object(
         .ok()
 }
 
-/// `ShouldCallHook` with the webhook's `matchConditions`: the invocation when `hook` is called, `None`
-/// when it is skipped, upstream's 403 when its conditions failed under `failurePolicy: Fail`.
-fn invocation(
+/// The end of `ShouldCallHook`: whether `hook`'s `matchConditions` let it be called, evaluated on
+/// `view` (the request's attributes with the objects at the invocation's version); upstream's 403
+/// when they failed under `failurePolicy: Fail`.
+fn conditions_match(
     req: &RestRequest<'_>,
     hook: &Webhook,
-    attributes: &Attributes,
-    namespace: Option<&Value>,
-    equivalents: &[String],
-) -> Result<Option<Invocation>, Status> {
-    let Some(invocation) = matching::should_call(hook, attributes, namespace, equivalents) else {
-        return Ok(None);
-    };
+    view: &Attributes,
+    invocation: &Invocation,
+) -> Result<bool, Status> {
     if hook.match_conditions.is_empty() {
-        return Ok(Some(invocation));
+        return Ok(true);
     }
     // What the webhook would be sent, as the conditions' variables.
-    let review = review::request(ReviewVersion::V1, "", attributes, &invocation);
+    let review = review::request(ReviewVersion::V1, "", view, invocation);
     let bound = |name: &str| crate::cel::value::to_cel(&review["request"][name]);
-    let [authorizer, request_resource] =
-        match_conditions::authorizer_variables(&req.ctx.authorizer, attributes);
+    let [authorizer, request_resource] = match_conditions::authorizer_variables(&req.ctx.authorizer, view);
     let variables = [
         ("object", bound("object")),
         ("oldObject", bound("oldObject")),
@@ -254,15 +387,15 @@ fn invocation(
     ];
     let fail = hook.failure_policy == FailurePolicy::Fail;
     match match_conditions::evaluate(&hook.match_conditions, &variables, fail) {
-        match_conditions::MatchResult::Matches => Ok(Some(invocation)),
-        match_conditions::MatchResult::Skipped => Ok(None),
+        match_conditions::MatchResult::Matches => Ok(true),
+        match_conditions::MatchResult::Skipped => Ok(false),
         match_conditions::MatchResult::Error(error) => {
             tracing::warn!(webhook = %hook.name, %error, "failed evaluating match conditions, failing closed");
             let resource = crate::store::GroupResource {
-                group: attributes.group.clone(),
-                resource: attributes.resource.clone(),
+                group: view.group.clone(),
+                resource: view.resource.clone(),
             };
-            Err(Status::forbidden(&resource, &attributes.name, &error))
+            Err(Status::forbidden(&resource, &view.name, &error))
         }
     }
 }
@@ -277,15 +410,16 @@ enum Outcome {
     Refused(Status),
 }
 
-/// Calls `hook` for `attributes` as `invocation` (`callAttrMutatingHook`/`callHook`).
+/// Calls `hook` for `view` (the attributes with the objects at the invocation's version) as
+/// `invocation` (`callAttrMutatingHook`/`callHook`).
 async fn call(
     req: &RestRequest<'_>,
     hook: &Webhook,
-    attributes: &Attributes,
+    view: &Attributes,
     invocation: &Invocation,
     mutating: bool,
 ) -> Outcome {
-    if attributes.dry_run && !matching::callable_on_dry_run(hook) {
+    if view.dry_run && !matching::callable_on_dry_run(hook) {
         return match hook.side_effects {
             None => Outcome::Failed("Webhook SideEffects is nil".to_owned()),
             Some(_) => Outcome::Refused(Status::bad_request(format!(
@@ -301,7 +435,7 @@ async fn call(
         );
     };
     let uid = uuid::Uuid::new_v4().to_string();
-    let body = review::request(version, &uid, attributes, invocation);
+    let body = review::request(version, &uid, view, invocation);
     let Ok(body) = serde_json::to_vec(&body) else {
         return Outcome::Failed("could not create admission objects".to_owned());
     };
@@ -359,9 +493,31 @@ fn calling_error(hook: &Webhook, reason: &str) -> Status {
     Status::internal_error(&format!("failed calling webhook {:?}: {reason}", hook.name))
 }
 
+/// The mutating dispatcher's objects at a webhook's version (`versionedAttributeAccessor`): converted
+/// on the first webhook invoked, then from version to version; a conversion that fails is upstream's
+/// internal error wrapped twice (the accessor's, then the dispatcher's).
+async fn versioned_at<'v>(
+    versioned: &'v mut Option<Versioned>,
+    convertor: &mut ObjectConvertor,
+    attributes: &mut Attributes,
+    version: &str,
+) -> Result<&'v mut Versioned, Status> {
+    let converted = match versioned.take() {
+        None => Versioned::new(convertor, attributes, version).await,
+        Some(mut current) => current
+            .convert_to(convertor, attributes, version)
+            .await
+            .map(|()| current),
+    };
+    let converted =
+        converted.map_err(|error| Status::internal_error(&format!("Internal error occurred: {error}")))?;
+    Ok(versioned.insert(converted))
+}
+
 /// The mutating phase for `attributes`: every matching mutating webhook in order, its JSONPatch applied
-/// to `attributes.object`, then one reinvocation round of the `reinvocationPolicy: IfNeeded` webhooks
-/// invoked before a later webhook changed the object. The caller re-defaults and validates the result.
+/// to the object at the webhook's version, then one reinvocation round of the `reinvocationPolicy:
+/// IfNeeded` webhooks invoked before a later webhook changed the object. Each round ends with the
+/// object converted back to the request's version. The caller re-defaults and validates the result.
 pub async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Result<Admitted, Status> {
     let mut admitted = Admitted::default();
     if matching::is_exempt(attributes) {
@@ -373,21 +529,37 @@ pub async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Resul
     }
     let namespace = namespace_object(req, &hooks, attributes).await;
     let equivalents = equivalents(req);
+    let mut convertor = ObjectConvertor::new(req, attributes);
     let mut invoked_reinvocable = BTreeSet::new();
     let mut reinvoke = BTreeSet::new();
     for round in 0..2 {
         if round == 1 && reinvoke.is_empty() {
             break;
         }
-        for (index, hook) in hooks.iter().enumerate() {
+        let mut versioned: Option<Versioned> = None;
+        for (index, configured) in hooks.iter().enumerate() {
+            let hook = &configured.hook;
             if round == 1 && !reinvoke.contains(&index) {
                 continue;
             }
-            let Some(invocation) = invocation(req, hook, attributes, namespace.as_ref(), &equivalents)?
+            // Selectors see the objects as the last webhook left them (`attrForCheck`).
+            let check = versioned.as_ref().map(|v| v.view(attributes));
+            let check = check.as_ref().unwrap_or(attributes);
+            let Some(invocation) = matching::should_call(hook, check, namespace.as_ref(), &equivalents)
             else {
                 continue;
             };
-            let changed = call_mutating(req, hook, attributes, &invocation, &mut admitted).await?;
+            let at = versioned_at(&mut versioned, &mut convertor, attributes, &invocation.version).await?;
+            if !conditions_match(req, hook, &at.view(attributes), &invocation)? {
+                continue;
+            }
+            let call = MutatingCall {
+                configured,
+                round,
+                index,
+                invocation: &invocation,
+            };
+            let changed = call_mutating(req, &call, attributes, at, &mut admitted).await?;
             if round == 0 {
                 if changed {
                     reinvoke.extend(invoked_reinvocable.iter().copied());
@@ -397,22 +569,77 @@ pub async fn mutate(req: &RestRequest<'_>, attributes: &mut Attributes) -> Resul
                 }
             }
         }
+        // Back to the request's version; upstream returns the converter's error as it is (a 500
+        // without a reason).
+        if let Some(versioned) = versioned.as_mut() {
+            versioned
+                .write_back(&mut convertor, attributes)
+                .await
+                .map_err(|error| Status::failure(500, StatusReason::Unknown, error))?;
+        }
     }
     Ok(admitted)
 }
 
-/// One mutating webhook call; whether its patch changed the object.
+/// One invocation of a mutating webhook: which, where in the dispatch (for its audit annotations),
+/// at which version.
+struct MutatingCall<'c> {
+    configured: &'c Configured,
+    round: usize,
+    index: usize,
+    invocation: &'c Invocation,
+}
+
+/// What a mutating webhook's call did to the object.
+enum Mutation {
+    /// Nothing: no patch, an empty one, or the webhook allowed without one.
+    Unchanged,
+    /// The call failed and `failurePolicy: Ignore` let the request go on.
+    FailedOpen,
+    /// Its JSONPatch (decoded) was applied; whether the object changed.
+    Patched { patch: Value, changed: bool },
+}
+
+/// One mutating webhook call on `versioned` (the objects at its version), recorded in the audit
+/// annotations as upstream's `webhookAnnotator` does; whether its patch changed the object.
 async fn call_mutating(
     req: &RestRequest<'_>,
-    hook: &Webhook,
-    attributes: &mut Attributes,
-    invocation: &Invocation,
+    call: &MutatingCall<'_>,
+    attributes: &Attributes,
+    versioned: &mut Versioned,
     admitted: &mut Admitted,
 ) -> Result<bool, Status> {
-    let response = match call(req, hook, attributes, invocation, true).await {
+    let mutation = mutate_with(
+        req,
+        &call.configured.hook,
+        attributes,
+        versioned,
+        call.invocation,
+        admitted,
+    )
+    .await;
+    let annotations = mutation_annotations(call, mutation.as_ref().ok());
+    req.audit_annotations
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .merge(annotations);
+    Ok(matches!(mutation?, Mutation::Patched { changed: true, .. }))
+}
+
+/// `callAttrMutatingHook`: calls `hook` and applies its patch to `versioned.object`.
+async fn mutate_with(
+    req: &RestRequest<'_>,
+    hook: &Webhook,
+    attributes: &Attributes,
+    versioned: &mut Versioned,
+    invocation: &Invocation,
+    admitted: &mut Admitted,
+) -> Result<Mutation, Status> {
+    let ignore = hook.failure_policy == FailurePolicy::Ignore;
+    let response = match call(req, hook, &versioned.view(attributes), invocation, true).await {
         Outcome::Answered(response) => response,
         Outcome::Refused(status) => return Err(status),
-        Outcome::Failed(_) if hook.failure_policy == FailurePolicy::Ignore => return Ok(false),
+        Outcome::Failed(_) if ignore => return Ok(Mutation::FailedOpen),
         Outcome::Failed(reason) => return Err(calling_error(hook, &reason)),
     };
     admitted.warnings.extend(response.warnings.iter().cloned());
@@ -421,23 +648,22 @@ async fn call_mutating(
         return Err(denial(hook, response.result.as_ref()));
     }
     let Some(patch) = &response.patch else {
-        return Ok(false);
+        return Ok(Mutation::Unchanged);
     };
     // Upstream's order: decode the patch, skip an empty one, refuse one for a request without an
     // object, check the patch type, apply.
-    let applied = apply_json_patch(attributes.object.as_ref().unwrap_or(&Value::Null), patch);
-    let ignore = hook.failure_policy == FailurePolicy::Ignore;
+    let applied = apply_json_patch(versioned.object.as_ref().unwrap_or(&Value::Null), patch);
     match &applied {
-        Ok(None) => return Ok(false),
-        Err(PatchFailure::Undecodable(_)) if ignore => return Ok(false),
+        Ok(None) => return Ok(Mutation::Unchanged),
+        Err(PatchFailure::Undecodable(_)) if ignore => return Ok(Mutation::FailedOpen),
         Err(PatchFailure::Undecodable(reason)) => return Err(calling_error(hook, reason)),
         _ => {}
     }
     let (api_version, kind) = (
-        attributes.kind_api_version(&attributes.version),
+        attributes.kind_api_version(&versioned.version),
         attributes.kind.clone(),
     );
-    let Some(object) = attributes.object.as_mut() else {
+    let Some(object) = versioned.object.as_mut() else {
         return Err(Status::internal_error(&format!(
             "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
             hook.name
@@ -445,7 +671,7 @@ async fn call_mutating(
     };
     if let Some(patch_type) = &response.unsupported_patch_type {
         return match ignore {
-            true => Ok(false),
+            true => Ok(Mutation::FailedOpen),
             false => Err(calling_error(
                 hook,
                 &format!("unsupported patch type {patch_type:?}"),
@@ -457,17 +683,19 @@ async fn call_mutating(
         // A patch that does not apply is not a failure to call the webhook: it fails the request
         // whatever the policy.
         Err(PatchFailure::NotApplicable(reason)) => return Err(Status::internal_error(&reason)),
-        Ok(None) | Err(PatchFailure::Undecodable(_)) => return Ok(false),
+        Ok(None) | Err(PatchFailure::Undecodable(_)) => return Ok(Mutation::Unchanged),
     };
-    // Back to the request's version (the fake's conversion is relabelling).
+    // The patched object is of the webhook's version; the dispatcher converts it back.
     let patched = super::object::present(patched, &api_version, &kind);
     let changed = patched != *object;
     *object = patched;
-    Ok(changed)
+    versioned.dirty = true;
+    let patch = serde_json::from_slice(patch).unwrap_or(Value::Null);
+    Ok(Mutation::Patched { patch, changed })
 }
 
-/// The validating phase: every matching validating webhook, in parallel; the first denial or failure
-/// (in webhook order) fails the request.
+/// The validating phase: every matching validating webhook, in parallel, each sent the objects at its
+/// version; the first denial or failure (in webhook order) fails the request.
 pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<Admitted, Status> {
     let mut admitted = Admitted::default();
     if matching::is_exempt(attributes) {
@@ -479,17 +707,35 @@ pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<
     }
     let namespace = namespace_object(req, &hooks, attributes).await;
     let equivalents = equivalents(req);
+    let mut convertor = ObjectConvertor::new(req, attributes);
+    // One conversion per version, for every webhook invoked with it (`versionedAttrs`).
+    let mut versions: Vec<Versioned> = Vec::new();
     let mut invocations = Vec::new();
-    for hook in &hooks {
-        if let Some(invocation) = invocation(req, hook, attributes, namespace.as_ref(), &equivalents)? {
-            invocations.push((hook, invocation));
+    for Configured { hook, .. } in &hooks {
+        let Some(invocation) = matching::should_call(hook, attributes, namespace.as_ref(), &equivalents)
+        else {
+            continue;
+        };
+        let view = match versions.iter().find(|v| v.version == invocation.version) {
+            Some(versioned) => versioned.view(attributes),
+            None => {
+                let versioned = Versioned::new(&mut convertor, attributes, &invocation.version)
+                    .await
+                    .map_err(|error| Status::internal_error(&error))?;
+                let view = versioned.view(attributes);
+                versions.push(versioned);
+                view
+            }
+        };
+        if conditions_match(req, hook, &view, &invocation)? {
+            invocations.push((hook, invocation, view));
         }
     }
-    let calls = invocations.iter().map(|(hook, invocation)| async move {
-        (*hook, call(req, hook, attributes, invocation, false).await)
+    let calls = invocations.iter().map(|(hook, invocation, view)| async move {
+        (*hook, call(req, hook, view, invocation, false).await)
     });
     let mut first_error = None;
-    for (hook, outcome) in join_all(calls).await {
+    for (index, (hook, outcome)) in join_all(calls).await.into_iter().enumerate() {
         let error = match outcome {
             Outcome::Answered(response) => {
                 admitted.warnings.extend(response.warnings.iter().cloned());
@@ -497,7 +743,10 @@ pub async fn validate(req: &RestRequest<'_>, attributes: &Attributes) -> Result<
                 (!response.allowed).then(|| denial(hook, response.result.as_ref()))
             }
             Outcome::Refused(status) => Some(status),
-            Outcome::Failed(_) if hook.failure_policy == FailurePolicy::Ignore => None,
+            Outcome::Failed(_) if hook.failure_policy == FailurePolicy::Ignore => {
+                record_failed_open(req, "validating", index, hook);
+                None
+            }
             Outcome::Failed(reason) => Some(calling_error(hook, &reason)),
         };
         if first_error.is_none() {

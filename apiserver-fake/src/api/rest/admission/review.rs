@@ -89,8 +89,10 @@ fn group_version_resource(group: &str, version: &str, resource: &str) -> Value {
     json!({"group": group, "version": version, "resource": resource})
 }
 
-/// `object` relabelled with the version the webhook is invoked with (the fake stores every version
-/// alike, so converting is relabelling).
+/// `object` labelled with the version the webhook is invoked with. The webhook dispatchers convert the
+/// objects to that version first ([`super::versioned`]: a custom resource through its CRD's
+/// conversion), so this only sets `apiVersion`/`kind` and upstream's key order; for the callers that
+/// do not convert (admission policies) it relabels, which is the fake's conversion of built-ins.
 fn versioned(object: Option<&Value>, attributes: &Attributes, version: &str) -> Value {
     match object {
         Some(Value::Object(map)) => crate::api::rest::object::present(
