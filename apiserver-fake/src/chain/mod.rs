@@ -108,6 +108,8 @@ pub(crate) trait ServerContext: Send + Sync + 'static {
     fn binary_version(&self) -> KubeVersion;
     /// The version the server emulates.
     fn emulated_version(&self) -> KubeVersion;
+    /// Whether feature gate `name` is on: `--feature-gates` resolved at the emulated version.
+    fn feature_enabled(&self, name: &str) -> bool;
     /// `--service-cluster-ip-range`.
     fn service_cidr(&self) -> ServiceCidr;
     /// `--watch-bookmark-interval`.

@@ -122,6 +122,7 @@ async fn api<S: ServerContext>(State(state): State<Arc<S>>, req: Request) -> Res
         .with_service_cidr(state.service_cidr())
         .with_bookmark_interval(state.watch_bookmark_interval())
         .with_webhook_service_addresses(state.webhook_service_addresses())
+        .with_crd_validation_ratcheting(state.feature_enabled("CRDValidationRatcheting"))
         .with_authorizer(Arc::new(state.authorizer().clone()))
         .with_service_account_tokens(state.authenticator().service_account_tokens().clone());
     crate::api::rest::handle(&ctx, &info, Request::from_parts(parts, body)).await

@@ -246,6 +246,12 @@ impl crate::chain::ServerContext for ServerState {
         self.options.emulated_version
     }
 
+    fn feature_enabled(&self, name: &str) -> bool {
+        self.options
+            .feature_gates
+            .enabled(name, self.options.emulated_version)
+    }
+
     fn service_cidr(&self) -> crate::api::rest::defaults::service_ip::ServiceCidr {
         self.options.service_cidr
     }

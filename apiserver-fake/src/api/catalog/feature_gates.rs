@@ -66,6 +66,15 @@ const GATES: &[(&str, &[Spec])] = &[
         ],
     ),
     (
+        // Ratcheting of custom resources' schema and CEL validation on updates (KEP-4008).
+        "CRDValidationRatcheting",
+        &[
+            spec(28, Stage::Alpha, false),
+            spec(30, Stage::Beta, true),
+            locked(33, Stage::Ga, true),
+        ],
+    ),
+    (
         "ClusterTrustBundle",
         &[spec(27, Stage::Alpha, false), spec(33, Stage::Beta, false)],
     ),

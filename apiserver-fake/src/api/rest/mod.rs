@@ -275,6 +275,10 @@ pub struct RestContext {
     pub service_account_tokens: Option<Arc<crate::api::serviceaccount::ServiceAccountTokens>>,
     /// `--webhook-service-address`: where admission webhooks behind Services are reached.
     pub webhook_service_addresses: Arc<admission::ServiceAddresses>,
+    /// Whether `CRDValidationRatcheting` is on (`--feature-gates` at the emulated version; by default
+    /// from 1.30): custom resource updates ratchet the schema's and the CEL rules' errors of unchanged
+    /// values ([`structural::schema_validation`]).
+    pub crd_validation_ratcheting: bool,
     /// The server's authorizer (`--authorization-mode`), which admission expressions ask through their
     /// `authorizer` variable ([`crate::cel::authorizer`]); `AlwaysAllow` unless set.
     pub(crate) authorizer: Arc<dyn crate::cel::authorizer::AccessCheck>,
@@ -306,6 +310,7 @@ impl RestContext {
             service_cidr: defaults::service_ip::ServiceCidr::default(),
             service_account_tokens: None,
             webhook_service_addresses: Arc::default(),
+            crd_validation_ratcheting: binary_version.minor >= 30,
             authorizer: Arc::new(crate::chain::authorization::Authorizer::default()),
         }
     }
@@ -316,6 +321,12 @@ impl RestContext {
         authorizer: Arc<dyn crate::cel::authorizer::AccessCheck>,
     ) -> Self {
         self.authorizer = authorizer;
+        self
+    }
+
+    /// Sets whether `CRDValidationRatcheting` is on (the server's feature gate at its emulated version).
+    pub fn with_crd_validation_ratcheting(mut self, enabled: bool) -> Self {
+        self.crd_validation_ratcheting = enabled;
         self
     }
 

@@ -82,9 +82,8 @@ fn validate_fields(
 
 /// [`validate_fields`] of a custom resource, by its CRD version's structural schema ([`structural`]):
 /// duplicate JSON fields, then the unknown fields pruning and metadata coercion dropped, make the strict
-/// decoding error or warnings (upstream's `schemaCoercingDecoder`); then schema validation refuses
-/// wrong types and missing required fields with a 422, as the registry's strategy does. Without a
-/// schema nothing is pruned.
+/// decoding error or warnings (upstream's `schemaCoercingDecoder`), and the schema's defaults are
+/// applied. Without a schema nothing is pruned.
 fn validate_custom_fields(
     req: &RestRequest<'_>,
     object: &mut Value,
@@ -111,17 +110,8 @@ fn validate_custom_fields(
             .map(|path| format!("unknown field \"{path}\"")),
     );
     let warnings = findings.enforce(directive, &prefix)?;
-    // The decoder defaults what it decoded before the strategy validates it.
+    // The decoder defaults what it decoded; the strategy validates it later ([`validate_rules`]).
     structural::defaulting::apply(&schema, object);
-    let causes = structural::validate(&schema, object);
-    if !causes.is_empty() {
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .unwrap_or(&req.info.name);
-        return Err(Status::invalid(&req.resource.group_kind(), name, causes));
-    }
     Ok(warnings)
 }
 
@@ -333,10 +323,15 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value, old: Option<&Value>) -
     Err(Status::invalid(&req.resource.group_kind(), name, causes))
 }
 
-/// The CEL rules of what is written ([`structural::validation_rules`]): a custom resource's
-/// `x-kubernetes-validations` (with `current`, the stored object, for transition rules), and the
-/// rules of a CRD, which must compile. Upstream's 422 `Invalid` when they do not hold; the warnings of
-/// ratcheted rules otherwise.
+/// The strategy's validation of what is written: a custom resource's OpenAPI schema
+/// ([`structural::validate`]), then its `x-kubernetes-validations` ([`structural::validation_rules`],
+/// with `current`, the stored object, for transition rules) unless the schema errors block them
+/// (upstream's `hasBlockingErr`: one more cause says the rules were not checked), both ratcheting what
+/// an update left unchanged where `CRDValidationRatcheting` is on ([`RestContext`]'s
+/// `crd_validation_ratcheting`); and the rules of a CRD, which must compile. Upstream's 422 `Invalid`
+/// when they do not hold; the warnings of ratcheted rules otherwise.
+///
+/// [`RestContext`]: super::RestContext
 fn validate_rules(
     req: &RestRequest<'_>,
     current: Option<&Value>,
@@ -354,8 +349,7 @@ fn validate_rules(
         if let Some(old) = old.as_mut() {
             req.resource.default_stored(old);
         }
-        let outcome = structural::validation_rules::validate(schema, object, old.as_ref());
-        (outcome.causes, outcome.warnings)
+        custom_resource_causes(req, schema, old.as_ref(), object)
     } else {
         return Ok(Vec::new());
     };
@@ -372,6 +366,30 @@ fn validate_rules(
         name => name,
     };
     Err(Status::invalid(&req.resource.group_kind(), name, causes))
+}
+
+/// [`validate_rules`] of a custom resource against its version's `schema`: the causes and the warnings
+/// of ratcheted rules.
+fn custom_resource_causes(
+    req: &RestRequest<'_>,
+    schema: &Value,
+    old: Option<&Value>,
+    object: &Value,
+) -> (Vec<StatusCause>, Vec<String>) {
+    let version = req.ctx.binary_version;
+    let ratcheting = req.ctx.crd_validation_ratcheting;
+    let options = structural::schema_validation::Options { version, ratcheting };
+    let mut causes = structural::validate(schema, object, old, options);
+    if !structural::schema_validation::has_validation_rules(schema) {
+        return (causes, Vec::new());
+    }
+    if structural::schema_validation::has_blocking_error(&causes) {
+        causes.push(structural::schema_validation::rules_not_checked(version));
+        return (causes, Vec::new());
+    }
+    let outcome = structural::validation_rules::validate(schema, object, old, ratcheting);
+    causes.extend(outcome.causes);
+    (causes, outcome.warnings)
 }
 
 /// The raw body when it is JSON (where duplicate fields can be seen).

@@ -13,21 +13,22 @@
 //!   `unknown field "spec.foo"` or warnings.
 //! - [`validate`] is the schema validation of the registry's strategy
 //!   (`pkg/registry/customresource/validator.go` → `validation.ValidateCustomResource`, kube-openapi's
-//!   validators): wrong types and missing required fields are `Invalid` causes with kube-openapi's
-//!   messages (`spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer:
-//!   "string"`).
+//!   validators), with upstream's ratcheting of unchanged values on updates ([`schema_validation`]):
+//!   wrong types, missing required fields, `enum`, lengths, patterns, bounds and sizes are causes with
+//!   kube-openapi's messages (`spec.replicas: Invalid value: "string": spec.replicas in body must be of
+//!   type integer: "string"`).
 //! - `defaulting` applies the schema's `default`s.
 //! - [`validation_rules`] runs the schema's `x-kubernetes-validations` CEL rules.
 
 pub(crate) mod defaulting;
 pub(crate) mod rule_cost;
+pub mod schema_validation;
 pub mod validation_rules;
 
 use serde_json::{Map, Value};
 
 use super::field_validation::coerce_object_meta;
 use crate::api::openapi::definitions::Definitions;
-use crate::api::status::StatusCause;
 
 const PRESERVE_UNKNOWN_FIELDS: &str = "x-kubernetes-preserve-unknown-fields";
 const EMBEDDED_RESOURCE: &str = "x-kubernetes-embedded-resource";
@@ -263,84 +264,7 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-/// Schema validation of a (coerced) custom resource: the `Invalid` causes of values of the wrong type
-/// and missing required fields, in document order. `apiVersion`, `kind` and `metadata` at the root are
-/// the server's to check.
-pub fn validate(schema: &Value, object: &Value) -> Vec<StatusCause> {
-    let mut causes = Vec::new();
-    let Some(map) = object.as_object() else {
-        return causes;
-    };
-    required(schema, map, "", &mut causes);
-    for (key, field) in map {
-        if is_meta_field(key) {
-            continue;
-        }
-        if let Some(property) = properties(schema).and_then(|p| p.get(key)) {
-            validate_value(property, field, key, &mut causes);
-        } else if let Some(Some(additional)) = additional_properties(schema) {
-            validate_value(additional, field, key, &mut causes);
-        }
-    }
-    causes
-}
-
-/// kube-openapi's `required` check: `spec.cronSpec: Required value`.
-fn required(schema: &Value, map: &Map<String, Value>, path: &str, causes: &mut Vec<StatusCause>) {
-    for name in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        if !map.contains_key(name) {
-            causes.push(StatusCause::field_required(&child(path, name), ""));
-        }
-    }
-}
-
-/// kube-openapi's type check, then the value's properties or items (its array items are named
-/// `spec.items.0`, as kube-openapi's slice validator names them).
-fn validate_value(schema: &Value, value: &Value, path: &str, causes: &mut Vec<StatusCause>) {
-    if value.is_null() && schema.get("nullable").and_then(Value::as_bool) == Some(true) {
-        return;
-    }
-    let actual = json_type(value);
-    if let Some(expected) = schema.get("type").and_then(Value::as_str)
-        && !flag(schema, INT_OR_STRING)
-    {
-        let fits = expected == actual || (expected == "number" && actual == "integer");
-        if !fits {
-            causes.push(StatusCause::field_type_invalid(
-                path,
-                actual,
-                &format!("{path} in body must be of type {expected}: {actual:?}"),
-            ));
-            return;
-        }
-    }
-    match value {
-        Value::Object(map) => {
-            required(schema, map, path, causes);
-            for (key, field) in map {
-                if let Some(property) = properties(schema).and_then(|p| p.get(key)) {
-                    validate_value(property, field, &child(path, key), causes);
-                } else if let Some(Some(additional)) = additional_properties(schema) {
-                    validate_value(additional, field, &child(path, key), causes);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for (index, item) in items.iter().enumerate() {
-                    validate_value(item_schema, item, &format!("{path}.{index}"), causes);
-                }
-            }
-        }
-        _ => {}
-    }
-}
+pub use schema_validation::validate;
 
 #[cfg(test)]
 mod tests {
@@ -445,7 +369,15 @@ mod tests {
     #[test]
     fn wrong_types_and_missing_required_fields_are_invalid() {
         let object = json!({"spec": {"replicas": "string", "ports": [{"port": 1.5}, {"port": 2.0}]}});
-        let causes = validate(&crontab_schema(), &object);
+        let causes = validate(
+            &crontab_schema(),
+            &object,
+            None,
+            schema_validation::Options {
+                version: KubeVersion { major: 1, minor: 36 },
+                ratcheting: true,
+            },
+        );
         let messages: Vec<(String, String, String)> = causes
             .iter()
             .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))

@@ -63,6 +63,8 @@ struct Run {
     causes: Vec<StatusCause>,
     /// Ratcheted failures, as `Warning` texts.
     warnings: Vec<String>,
+    /// Whether `CRDValidationRatcheting` is on (failures of unchanged values become warnings).
+    ratcheting: bool,
 }
 
 impl Run {
@@ -83,12 +85,13 @@ pub struct Outcome {
 }
 
 /// Runs the `x-kubernetes-validations` of `schema` on `object` (with `old`, the stored object, on
-/// updates).
-pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Outcome {
+/// updates); `ratcheting`: whether `CRDValidationRatcheting` is on (off, every failure is a cause).
+pub fn validate(schema: &Value, object: &Value, old: Option<&Value>, ratcheting: bool) -> Outcome {
     let mut run = Run {
         budget: i64::try_from(cost::RUNTIME_CEL_COST_BUDGET).unwrap_or(i64::MAX),
         causes: Vec::new(),
         warnings: Vec::new(),
+        ratcheting,
     };
     let at = Node {
         path: String::new(),
@@ -330,7 +333,7 @@ fn expressions(
             return;
         }
         let cause = cause_for_reason(text(rule, "reason"), shown(&at), &kind, &detail);
-        if !expression.uses_old_self && unchanged {
+        if run.ratcheting && !expression.uses_old_self && unchanged {
             run.warnings.push(format!("{}: {}", cause.field, cause.message));
         } else {
             run.causes.push(cause);
@@ -559,7 +562,7 @@ mod tests {
     fn passing_objects_have_no_causes() {
         let object = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a",
             "tags": ["abc"], "limits": {"cpu": 1}}});
-        assert!(validate(&schema(), &object, None).causes.is_empty());
+        assert!(validate(&schema(), &object, None, true).causes.is_empty());
     }
 
     #[test]
@@ -567,7 +570,7 @@ mod tests {
         let object = json!({"metadata": {"name": "x"}, "spec": {"min": 3, "max": 2, "mode": "a",
             "forbidden": "y", "tags": ["ok", "toolong"], "limits": {"cpu": -1}}});
         assert_eq!(
-            messages(&validate(&schema(), &object, None).causes),
+            messages(&validate(&schema(), &object, None, true).causes),
             [
                 r#"FieldValueInvalid <nil>: Invalid value: "object": name must start with w"#,
                 r#"FieldValueInvalid spec: Invalid value: "object": min 3 exceeds max 2"#,
@@ -583,11 +586,11 @@ mod tests {
         let old = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a"}});
         let new = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "b"}});
         assert!(
-            validate(&schema(), &new, None).causes.is_empty(),
+            validate(&schema(), &new, None, true).causes.is_empty(),
             "a create has no oldSelf"
         );
         assert_eq!(
-            messages(&validate(&schema(), &new, Some(&old)).causes),
+            messages(&validate(&schema(), &new, Some(&old), true).causes),
             [r#"FieldValueInvalid spec: Invalid value: "object": mode is immutable"#]
         );
     }
@@ -601,7 +604,7 @@ mod tests {
             ],
             "properties": {"items": {"type": "array", "items": {"type": "integer"}}}}}});
         let small = json!({"spec": {"items": [1, 2]}});
-        let causes = messages(&validate(&schema, &small, None).causes);
+        let causes = messages(&validate(&schema, &small, None, true).causes);
         assert_eq!(causes.len(), 1, "{causes:?}");
         assert!(
             causes[0].contains("evaluating rule: self.never == 1"),
@@ -609,7 +612,7 @@ mod tests {
         );
         let large = json!({"spec": {"items": (0..2_000).collect::<Vec<_>>()}});
         assert_eq!(
-            messages(&validate(&schema, &large, None).causes),
+            messages(&validate(&schema, &large, None, true).causes),
             [concat!(
                 r#"FieldValueInvalid spec: Invalid value: "object": 'operation cancelled: actual cost limit exceeded': "#,
                 "no further validation rules will be run due to call cost exceeds limit for rule: ",
@@ -644,15 +647,22 @@ mod tests {
         // Stored before the rule `size(self) <= 3` on tags existed: `toolong` breaks it.
         let old = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a", "tags": ["toolong"]}});
         let unchanged_tags = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 3, "mode": "a", "tags": ["toolong"]}});
-        let outcome = validate(&schema(), &unchanged_tags, Some(&old));
+        let outcome = validate(&schema(), &unchanged_tags, Some(&old), true);
         assert!(outcome.causes.is_empty(), "{:?}", outcome.causes);
         assert_eq!(
             outcome.warnings,
             [r#"spec.tags[0]: Invalid value: "string": failed rule: size(self) <= 3"#]
         );
+        let without_gate = validate(&schema(), &unchanged_tags, Some(&old), false);
+        assert_eq!(
+            messages(&without_gate.causes),
+            [r#"FieldValueInvalid spec.tags[0]: Invalid value: "string": failed rule: size(self) <= 3"#],
+            "without CRDValidationRatcheting (1.28, 1.29) the failure refuses the update"
+        );
+        assert!(without_gate.warnings.is_empty());
         let changed_tags = json!({"metadata": {"name": "web"}, "spec": {"min": 1, "max": 2, "mode": "a", "tags": ["toolong", "x"]}});
         assert_eq!(
-            validate(&schema(), &changed_tags, Some(&old)).causes.len(),
+            validate(&schema(), &changed_tags, Some(&old), true).causes.len(),
             1,
             "a changed list is judged"
         );
