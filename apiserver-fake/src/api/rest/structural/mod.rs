@@ -398,8 +398,8 @@ mod tests {
                 ),
                 (
                     "FieldValueTypeInvalid".to_owned(),
-                    "spec.ports.0.port".to_owned(),
-                    r#"Invalid value: "number": spec.ports.0.port in body must be of type integer: "number""#
+                    "spec.ports[0].port".to_owned(),
+                    r#"Invalid value: "number": spec.ports[0].port in body must be of type integer: "number""#
                         .to_owned()
                 ),
             ]

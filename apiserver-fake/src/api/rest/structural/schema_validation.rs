@@ -4,10 +4,13 @@
 //! upstream's **validation ratcheting** on updates (KEP-4008, `CRDValidationRatcheting`: alpha 1.28,
 //! on by default from 1.30, GA 1.33; `pkg/apiserver/validation/ratcheting.go`).
 //!
+//! Paths are kube-openapi's: `spec.ports[0].port` (its slice validator names items `path[i]`).
+//!
 //! Checks, in kube-openapi's order for one value: its `type` (a wrong type stops there), `maxLength`,
-//! `minLength`, `pattern` of strings; `multipleOf`, `maximum`, `minimum` of numbers; the items, then
+//! `minLength`, `pattern`, `format` of strings; `multipleOf`, `maximum`, `minimum` of numbers; the items, then
 //! `minItems`, `maxItems`, `uniqueItems` of arrays; `enum`; `minProperties`/`maxProperties` of objects
-//! (which stop there), then `required`, then the properties. `format` is not checked.
+//! (which stop there), then `required`, then the properties. Of the formats, `uri`, `uuid`, `byte`,
+//! `date`, `date-time`, `ipv4`, `ipv6` and `cidr` are checked.
 //!
 //! Ratcheting: on an update each value is paired with its old counterpart — an object's field with the
 //! old object's field of the same name, a list item with the old item of the same keys in an
@@ -120,7 +123,10 @@ impl Validator {
             return old.is_some_and(|old| unexplored_equal(old, value));
         }
         match value {
-            Value::String(text) => self.string_checks(schema, text, path, causes),
+            Value::String(text) => {
+                self.string_checks(schema, text, path, causes);
+                format_check(schema, text, path, causes);
+            }
             Value::Number(number) => number_checks(schema, number, path, causes),
             _ => {}
         }
@@ -199,7 +205,7 @@ impl Validator {
             Some(item_schema) => {
                 for (index, item) in items.iter().enumerate() {
                     let old_item = old_items.and_then(|o| correlated_item(schema, item, index, o));
-                    let checked = self.node(item_schema, item, old_item, &format!("{path}.{index}"));
+                    let checked = self.node(item_schema, item, old_item, &format!("{path}[{index}]"));
                     unchanged &= old_item.is_some() && checked.unchanged;
                     causes.extend(checked.causes);
                 }
@@ -351,6 +357,46 @@ fn type_error(schema: &Value, value: &Value, path: &str) -> Option<StatusCause> 
             &format!("{path} in body must be of type {expected}: {actual:?}"),
         )
     })
+}
+
+/// kube-openapi's format check of a string, for the formats apiextensions keeps
+/// (`StripUnsupportedFormatsPostProcess`) that the fake knows: `uri`, `uuid`, `byte`, `date`,
+/// `date-time` (`datetime`), `ipv4`, `ipv6`, `cidr` (strfmt's checks; other formats pass):
+/// `spec.id: Invalid value: "x": spec.id in body must be of type uuid: "x"`, a wrong type.
+fn format_check(schema: &Value, text: &str, path: &str, causes: &mut Vec<StatusCause>) {
+    let Some(format) = schema.get("format").and_then(Value::as_str) else {
+        return;
+    };
+    let valid = match format {
+        "uri" | "uuid" | "byte" | "date" => crate::cel::format::violations(format, text).is_empty(),
+        "date-time" | "datetime" => crate::cel::format::violations("datetime", text).is_empty(),
+        "ipv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => text.contains(':') && text.parse::<std::net::Ipv6Addr>().is_ok(),
+        "cidr" => is_cidr(text),
+        _ => true,
+    };
+    if !valid {
+        causes.push(StatusCause::field_type_invalid(
+            path,
+            text,
+            &format!("{path} in body must be of type {format}: {text:?}"),
+        ));
+    }
+}
+
+/// Go's `net.ParseCIDR`: an IPv4 or IPv6 address, `/`, a prefix length within its size.
+fn is_cidr(text: &str) -> bool {
+    let Some((address, prefix)) = text.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    match address.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => prefix <= 32,
+        Ok(std::net::IpAddr::V6(_)) => prefix <= 128,
+        Err(_) => false,
+    }
 }
 
 /// `multipleOf`, `maximum` (`exclusiveMaximum`), `minimum` (`exclusiveMinimum`).
@@ -574,7 +620,7 @@ mod tests {
                 "FieldValueInvalid spec.replicas: Invalid value: 11: spec.replicas in body should be a multiple of 2",
                 "FieldValueInvalid spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10",
                 "FieldValueInvalid spec.ratio: Invalid value: 1.5: spec.ratio in body should be less than 1.5",
-                "FieldValueTooLong spec.tags.2: Too long: may not be longer than 3",
+                "FieldValueTooLong spec.tags[2]: Too long: may not be longer than 3",
                 "FieldValueTooMany spec.tags: Too many: 3: must have at most 2 items",
                 r#"FieldValueInvalid spec.tags: Invalid value: "": spec.tags in body shouldn't contain duplicates"#,
                 "FieldValueInvalid spec.few: Invalid value: 1: spec.few in body should have at least 2 items",
@@ -590,6 +636,18 @@ mod tests {
         assert_eq!(
             messages(&newer),
             ["FieldValueTooLong spec.owner: Too long: may not be more than 5 bytes"]
+        );
+        let formats = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "id": {"type": "string", "format": "uuid"}, "at": {"type": "string", "format": "date-time"},
+            "net": {"type": "string", "format": "cidr"}, "size": {"type": "string", "format": "int32"}}}}});
+        let object =
+            json!({"spec": {"id": "nope", "at": "2024-02-30T00:00:00Z", "net": "10.0.0.0/8", "size": "x"}});
+        assert_eq!(
+            messages(&validate(&formats, &object, None, options(36, true))),
+            [
+                r#"FieldValueTypeInvalid spec.id: Invalid value: "nope": spec.id in body must be of type uuid: "nope""#,
+                r#"FieldValueTypeInvalid spec.at: Invalid value: "2024-02-30T00:00:00Z": spec.at in body must be of type date-time: "2024-02-30T00:00:00Z""#,
+            ]
         );
         let missing = validate(&schema(), &json!({"spec": {}}), None, options(36, true));
         assert_eq!(
@@ -639,7 +697,7 @@ mod tests {
             "tags": ["long", "x"], "hosts": ["long", "x"]}});
         assert_eq!(
             messages(&validate(&schema(), &new, Some(&old), options(36, true))),
-            ["FieldValueTooLong spec.hosts.0: Too long: may not be more than 3 bytes"],
+            ["FieldValueTooLong spec.hosts[0]: Too long: may not be more than 3 bytes"],
             "set items have no old counterpart"
         );
         // A map-list item whose key is new is validated as on a create.
@@ -647,7 +705,7 @@ mod tests {
         assert_eq!(
             messages(&validate(&schema(), &renamed, Some(&old), options(36, true))),
             [
-                "FieldValueInvalid spec.ports.0.port: Invalid value: 200: spec.ports.0.port in body should be less than or equal to 100"
+                "FieldValueInvalid spec.ports[0].port: Invalid value: 200: spec.ports[0].port in body should be less than or equal to 100"
             ]
         );
     }
