@@ -58,6 +58,11 @@ impl Budget {
         self.remaining
     }
 
+    /// Whether nothing is left: upstream refuses to start another rule on a spent budget.
+    pub(crate) fn is_spent(&self) -> bool {
+        self.remaining == 0
+    }
+
     /// Spends `amount` (what evaluations already ran cost, e.g. a policy's variables), or runs out.
     pub(crate) fn spend(&mut self, amount: u64) -> Result<(), OutOfBudget> {
         if amount > self.remaining {
@@ -123,6 +128,7 @@ mod tests {
             Ok(Call::Runs),
             "what is left can be spent"
         );
+        assert!(budget.is_spent(), "nothing left for another rule");
         assert_eq!(budget.charge(1), Err(OutOfBudget));
         assert_eq!(budget.charge(0), Ok(Call::Runs), "a free call still runs");
 

@@ -57,9 +57,12 @@ fn rule_error_string(rule: &Value) -> &str {
     }
 }
 
-/// What one object's validation has left: upstream's remaining budget, negative once exhausted.
+/// What one object's validation has left: upstream's remaining budget (`cel::cost::Budget`, the
+/// account admission's filter runs keep too), and whether the run ended (a call was cancelled or the
+/// budget could not pay: upstream's budget of -1).
 struct Run {
-    budget: i64,
+    budget: cost::Budget,
+    exhausted: bool,
     causes: Vec<StatusCause>,
     /// Ratcheted failures, as `Warning` texts.
     warnings: Vec<String>,
@@ -69,7 +72,7 @@ struct Run {
 
 impl Run {
     fn exhausted(&self) -> bool {
-        self.budget < 0
+        self.exhausted
     }
 }
 
@@ -88,7 +91,8 @@ pub struct Outcome {
 /// updates); `ratcheting`: whether `CRDValidationRatcheting` is on (off, every failure is a cause).
 pub fn validate(schema: &Value, object: &Value, old: Option<&Value>, ratcheting: bool) -> Outcome {
     let mut run = Run {
-        budget: i64::try_from(cost::RUNTIME_CEL_COST_BUDGET).unwrap_or(i64::MAX),
+        budget: cost::Budget::new(cost::RUNTIME_CEL_COST_BUDGET),
+        exhausted: false,
         causes: Vec::new(),
         warnings: Vec::new(),
         ratcheting,
@@ -250,11 +254,9 @@ fn expressions(
 ) {
     let kind = value::schema_type(schema).to_owned();
     let invalid = |detail: &str| StatusCause::field_invalid(shown(path), &kind, detail);
-    if run.budget <= 0 {
-        run.causes.push(invalid(
-            "validation failed due to running out of cost budget, no further validation rules will be run",
-        ));
-        run.budget = -1;
+    if run.budget.is_spent() {
+        run.causes.push(invalid(cost::OUT_OF_BUDGET));
+        run.exhausted = true;
         return;
     }
     let data_size = value::size(this) + old.map_or(0, value::size);
@@ -279,24 +281,25 @@ fn expressions(
         if expression.uses_old_self && old_value.is_none() {
             continue;
         }
-        let cost = expression.cost(data_size);
-        if cost > cost::PER_CALL_LIMIT {
-            run.causes.push(invalid(&format!(
-                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}",
-                rule_error_string(rule)
-            )));
-            run.budget = -1;
-            return;
+        // Upstream charges what the call cost (at most the per-call limit, where cel-go cancels it)
+        // before it looks at how the call ended.
+        match run.budget.charge(expression.cost(data_size)) {
+            Ok(cost::Call::Runs) => {}
+            Ok(cost::Call::Cancelled) => {
+                run.causes.push(invalid(&format!(
+                    "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                    cost::CALL_LIMIT_EXCEEDED,
+                    rule_error_string(rule)
+                )));
+                run.exhausted = true;
+                return;
+            }
+            Err(cost::OutOfBudget) => {
+                run.causes.push(invalid(cost::OUT_OF_BUDGET));
+                run.exhausted = true;
+                return;
+            }
         }
-        let cost = i64::try_from(cost).unwrap_or(i64::MAX);
-        if cost > run.budget {
-            run.causes.push(invalid(
-                "validation failed due to running out of cost budget, no further validation rules will be run",
-            ));
-            run.budget = -1;
-            return;
-        }
-        run.budget -= cost;
         let mut variables = vec![("self", self_value.clone())];
         if let Some(old_value) = &old_value {
             variables.push(("oldSelf", old_value.clone()));
@@ -370,17 +373,15 @@ fn message_expression(
         return None;
     }
     let expression = cel::compile(source, VARIABLES).ok()?;
-    let cost = i64::try_from(expression.cost(data_size)).unwrap_or(i64::MAX);
-    if cost > run.budget {
+    if run.budget.spend(expression.cost(data_size)).is_err() {
         run.causes.push(StatusCause::field_invalid(
             path,
             kind,
             "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
         ));
-        run.budget = -1;
+        run.exhausted = true;
         return None;
     }
-    run.budget -= cost;
     match cel::evaluate(&expression, variables) {
         Ok(::cel::Value::String(message)) => {
             let message = message.trim();
