@@ -300,15 +300,16 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value, old: Option<&Value>) -
         return Ok(());
     }
     let version = req.ctx.binary_version;
-    let mut causes = validation::into_causes(
-        &validation::validate(&req.resource, version, object, old),
-        version,
-    );
+    let mut errors = validation::object_meta::validate(object, old);
+    errors.extend(validation::validate(&req.resource, version, object, old));
+    let mut causes = validation::into_causes(&errors, version);
     let definitions = crate::api::openapi::definitions::Definitions::of(version);
     if let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
     {
         for cause in field_validation::schema_violations(definitions, definition, object) {
-            if !causes.iter().any(|c| c.field == cause.field) {
+            // Owner references are `ValidateOwnerReferences`'s, at paths without an index.
+            let owner_reference = cause.field.starts_with("metadata.ownerReferences");
+            if !owner_reference && !causes.iter().any(|c| c.field == cause.field) {
                 causes.push(cause);
             }
         }
@@ -379,7 +380,9 @@ fn custom_resource_causes(
     let version = req.ctx.binary_version;
     let ratcheting = req.ctx.crd_validation_ratcheting;
     let options = structural::schema_validation::Options { version, ratcheting };
-    let mut causes = structural::validate(schema, object, old, options);
+    // `ValidateObjectMetaAccessor` first, as the custom resource strategy's `Validate`.
+    let mut causes = validation::into_causes(&validation::object_meta::validate(object, old), version);
+    causes.extend(structural::validate(schema, object, old, options));
     if !structural::schema_validation::has_validation_rules(schema) {
         return (causes, Vec::new());
     }
@@ -437,7 +440,6 @@ async fn create_object(
     let name = meta_str(&object, "name").to_owned();
     let generate = meta_str(&object, "generateName").to_owned();
     check_create_name(req, &name, &generate)?;
-    super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &object)?;
     if let Some(namespace) = &req.namespace {
         admit_create(req.ctx.store.as_ref(), &req.resource, namespace, &name).await?;
     }
@@ -762,7 +764,6 @@ pub(crate) async fn update(req: &RestRequest<'_>, body: Body) -> Result<Response
     // As upstream's update transformers: the field manager, then mutating admission.
     record_update(req, Some(&current), &mut next);
     let (mut next, mut admission_warnings) = admit_update(req, &current, next, "UpdateOptions").await?;
-    super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
     validate_schema(req, &next, Some(&current))?;
     warnings.extend(validate_rules(req, Some(&current), &next)?);
     admission_warnings.extend(super::validating_admission_policy::admit(req, &next, Some(&current)).await?);
@@ -871,7 +872,6 @@ pub(crate) async fn patch(req: &RestRequest<'_>, body: Body) -> Result<Response,
         }
         let mut next = merge_for_write(req, &current, patched)?;
         super::object::drop_empty_metadata(&mut next);
-        super::garbage_collection::check_object_meta(&req.resource, &req.info.subresource, &next)?;
         match &applied {
             Some(applied) => {
                 record_apply(req, Some(&current), applied, &mut next)?;

@@ -17,6 +17,7 @@
 pub(crate) mod admission_registration;
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod object_meta;
 pub(crate) mod pod;
 pub(crate) mod rbac;
 pub(crate) mod service;
