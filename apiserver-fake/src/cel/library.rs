@@ -20,8 +20,8 @@
 //! - JSON patches and apply configurations of mutating policies ([`super::objects`]).
 //!
 //! Not there: `semver`; a rule calling it fails when evaluated with `no such overload`.
-//! Every library is in every environment, whatever the emulated Kubernetes minor (upstream adds
-//! `format` to its base environment at 1.31, `library.Format()` in `cel/environment/base.go`).
+//! Every library is in the environment expressions run in; which of them a new expression may use
+//! depends on the server's minor ([`super::environment`], upstream's `cel/environment/base.go`).
 
 use cel::common::types::{DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
@@ -29,8 +29,17 @@ use cel::{Env, ExecutionError, Value};
 
 type Overload = for<'b, 'v> fn(Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError>;
 
-/// The environment (see the module docs).
+/// The environment (see the module docs): everything, as stored expressions run.
 pub(crate) fn environment() -> Env {
+    environment_for(None)
+}
+
+/// The environment of the `NewExpressions` of compatibility minor `compatibility` (`None`: of stored
+/// expressions, [`environment`]). What it changes is which macros the parser expands: cel-go's math
+/// extension (`math.greatest`, `math.least`) is in no Kubernetes environment, and the lists extension
+/// (its `sortBy`) arrives at 1.34, so before that they stay the calls [`super::environment`] reports
+/// as undeclared.
+pub(crate) fn environment_for(compatibility: Option<u32>) -> Env {
     let mut env = Env::stdlib();
     let member_overloads: [(
         &str,
@@ -67,12 +76,16 @@ pub(crate) fn environment() -> Env {
             find_all_n,
         ),
     ];
-    let extensions = [
-        cel::extensions::strings as fn(&mut Env) -> Result<(), cel::DeclarationError>,
-        cel::extensions::lists,
-        cel::extensions::math,
+    type Extension = fn(&mut Env) -> Result<(), cel::DeclarationError>;
+    let extensions: [(Extension, bool); 3] = [
+        (cel::extensions::strings, true),
+        (
+            cel::extensions::lists,
+            compatibility.is_none_or(|minor| minor >= 34),
+        ),
+        (cel::extensions::math, compatibility.is_none()),
     ];
-    for extension in extensions {
+    for (extension, _) in extensions.into_iter().filter(|(_, added)| *added) {
         // A clash would be a bug of the crate's own libraries; the standard library still works.
         if let Err(error) = env.add_extension(extension) {
             tracing::error!(%error, "a CEL extension library could not be added");

@@ -15,6 +15,7 @@
 
 pub(crate) mod authorizer;
 pub(crate) mod cost;
+pub(crate) mod environment;
 pub(crate) mod estimate;
 pub(crate) mod format;
 pub(crate) mod library;
@@ -29,6 +30,7 @@ use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::Expr;
 use cel::{Context, Env, Program};
+pub use environment::EnvironmentType;
 
 /// The environment every expression runs in, built once.
 static ENVIRONMENT: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(library::environment()));
@@ -124,9 +126,20 @@ pub const MAX_RECURSION_DEPTH: usize = 250;
 /// a crashed server.
 const COMPILE_STACK: usize = 256 * 1024 * 1024;
 
-/// Compiles `source` for an environment declaring `variables` (e.g. `self`, `oldSelf`).
+/// Compiles `source` for an environment declaring `variables` (e.g. `self`, `oldSelf`), with every
+/// library (upstream's `StoredExpressions`: what is stored, and runs, compiles).
 pub fn compile(source: &str, variables: &[&str]) -> Result<Expression, CompileError> {
-    stacker::grow(COMPILE_STACK, || compile_on_stack(source, variables))
+    compile_in(source, variables, EnvironmentType::StoredExpressions)
+}
+
+/// Compiles `source` in `environment` (the `environment` module): a new expression written to a server may
+/// only call the functions of its compatibility minor.
+pub fn compile_in(
+    source: &str,
+    variables: &[&str],
+    environment: EnvironmentType,
+) -> Result<Expression, CompileError> {
+    stacker::grow(COMPILE_STACK, || compile_on_stack(source, variables, environment))
 }
 
 /// The most operator characters (`+`, `&`, `.`, …) outside string literals an expression may have:
@@ -205,8 +218,12 @@ fn depth(root: &cel::IdedExpr) -> usize {
     deepest
 }
 
-/// Compiles `source` for an environment declaring `variables` (e.g. `self`, `oldSelf`).
-fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, CompileError> {
+/// Compiles `source` in `environment`, declaring `variables` (e.g. `self`, `oldSelf`).
+fn compile_on_stack(
+    source: &str,
+    variables: &[&str],
+    environment_type: EnvironmentType,
+) -> Result<Expression, CompileError> {
     if source.len() > MAX_EXPRESSION_LENGTH {
         return Err(CompileError {
             issues: format!(
@@ -226,7 +243,9 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
             ),
         });
     }
-    let parsed = ENVIRONMENT.compile(source);
+    let parsed = environment::parsing_environment(environment_type)
+        .unwrap_or_else(|| ENVIRONMENT.clone())
+        .compile(source);
     let program = parsed.map_err(|errors| CompileError {
         issues: errors
             .errors
@@ -259,20 +278,17 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         authorization_checks: 0,
     };
     walk.expr(program.expression(), 0);
-    if let Some((id, name)) = walk.undeclared.first() {
-        let offset = program
-            .source_info()
-            .offset_for(*id)
-            .map_or(0, |(start, _)| start as usize);
-        let (line, column) = position(source, offset);
-        return Err(CompileError {
-            issues: issue(
-                source,
-                line,
-                column,
-                &format!("undeclared reference to '{name}' (in container '')"),
-            ),
-        });
+    let mut undeclared = std::mem::take(&mut walk.undeclared);
+    if let Some(minor) = environment_type.compatibility_minor() {
+        undeclared.extend(environment::undeclared_functions(
+            program.expression(),
+            variables,
+            NAMESPACES,
+            minor,
+        ));
+    }
+    if !undeclared.is_empty() {
+        return Err(undeclared_references(source, &program, &undeclared));
     }
     if let Some(error) = authorizer_misused(source, &program, variables) {
         return Err(error);
@@ -290,6 +306,37 @@ fn compile_on_stack(source: &str, variables: &[&str]) -> Result<Expression, Comp
         variables_named: walk.variables_named,
         authorization_checks: walk.authorization_checks,
     })
+}
+
+/// cel-go's issues for undeclared references `(node id, name)`: one error each, sorted by position
+/// as `Errors.ToDisplayString` sorts them.
+fn undeclared_references(source: &str, program: &Program, undeclared: &[(u64, String)]) -> CompileError {
+    let mut located: Vec<(usize, usize, &str)> = undeclared
+        .iter()
+        .map(|(id, name)| {
+            let offset = program
+                .source_info()
+                .offset_for(*id)
+                .map_or(0, |(start, _)| start as usize);
+            let (line, column) = position(source, offset);
+            (line, column, name.as_str())
+        })
+        .collect();
+    located.sort_by_key(|(line, column, _)| (*line, *column));
+    CompileError {
+        issues: located
+            .iter()
+            .map(|(line, column, name)| {
+                issue(
+                    source,
+                    *line,
+                    *column,
+                    &format!("undeclared reference to '{name}' (in container '')"),
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
 }
 
 /// cel-go's checker errors for the authorization library's methods misused

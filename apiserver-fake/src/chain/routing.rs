@@ -119,6 +119,7 @@ async fn api<S: ServerContext>(State(state): State<Arc<S>>, req: Request) -> Res
         return token_review(state.as_ref(), &info, body).await;
     }
     let ctx = crate::api::rest::RestContext::new(state.store().clone(), served, state.binary_version())
+        .with_emulated_version(state.emulated_version())
         .with_service_cidr(state.service_cidr())
         .with_bookmark_interval(state.watch_bookmark_interval())
         .with_webhook_service_addresses(state.webhook_service_addresses())

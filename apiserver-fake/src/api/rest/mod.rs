@@ -266,6 +266,9 @@ pub struct RestContext {
     /// The Kubernetes minor of the binary, whose registry strategies run (`--kubernetes-version`, not
     /// `--emulated-version`: strategy code such as pod generation is not gated by emulation).
     pub binary_version: KubeVersion,
+    /// `--emulated-version` (the binary's unless set): the minor the server emulates, whose CEL
+    /// environment new expressions compile in ([`crate::cel::EnvironmentType`]).
+    pub emulated_version: KubeVersion,
     /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK (upstream: about a minute).
     pub bookmark_interval: Duration,
     /// `--service-cluster-ip-range`: where Services' cluster IPs come from.
@@ -306,6 +309,7 @@ impl RestContext {
             store,
             catalog,
             binary_version,
+            emulated_version: binary_version,
             bookmark_interval: Duration::from_secs(60),
             service_cidr: defaults::service_ip::ServiceCidr::default(),
             service_account_tokens: None,
@@ -321,6 +325,12 @@ impl RestContext {
         authorizer: Arc<dyn crate::cel::authorizer::AccessCheck>,
     ) -> Self {
         self.authorizer = authorizer;
+        self
+    }
+
+    /// Sets the version the server emulates (`--emulated-version`), whose feature gates apply.
+    pub fn with_emulated_version(mut self, version: KubeVersion) -> Self {
+        self.emulated_version = version;
         self
     }
 

@@ -29,6 +29,9 @@
 //! ValidatingAdmissionPolicy that denies `kubectl exec` is answered with its denial, before the pod is
 //! even looked up; an allowed one gets the answers above, with the webhooks' warnings. A mutating
 //! webhook may change the options (the container then validated is the one it leaves).
+//! From 1.35 an exec, attach or port-forward asked with another verb than `create` (a websocket's
+//! `GET`) must also be allowed `create` (`AuthorizePodWebsocketUpgradeCreatePermission`), checked
+//! after admission as upstream's connections check it.
 //! MutatingAdmissionPolicies are not invoked on connections: upstream's plugin lists `CONNECT` among
 //! its operations, but its patchers work on objects of the resource's schema, which options are not
 //! (the fake does not try to reproduce what upstream's type converter makes of them).
@@ -109,6 +112,7 @@ pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response
 async fn connect(req: &RestRequest<'_>, options: &Value) -> Result<Response, Status> {
     match (req.resource.resource.as_str(), req.info.subresource.as_str()) {
         ("pods", "exec" | "attach") => {
+            authorized_to_create(req)?;
             let pod = parent(req).await?;
             let container = options
                 .get("container")
@@ -118,6 +122,7 @@ async fn connect(req: &RestRequest<'_>, options: &Value) -> Result<Response, Sta
             no_host(req, &pod).await
         }
         ("pods", "portforward") => {
+            authorized_to_create(req)?;
             let pod = parent(req).await?;
             no_host(req, &pod).await
         }
@@ -602,6 +607,24 @@ async fn action_body(
         )));
     }
     Ok(object)
+}
+
+/// `ensureAuthorizedForVerb(ctx, authorizer, "create")`, the first thing the exec, attach and
+/// port-forward connections do from 1.35 (`AuthorizePodWebsocketUpgradeCreatePermission`, beta and
+/// on): a request authorized with another verb (a websocket's `GET` is `get`) must be allowed `create`
+/// too, or it is refused with upstream's `pods "NAME" is forbidden: <the authorizer's reason>`.
+fn authorized_to_create(req: &RestRequest<'_>) -> Result<(), Status> {
+    if req.info.verb == "create" || req.ctx.binary_version.minor < 35 {
+        return Ok(());
+    }
+    let mut attributes = req.info.clone();
+    attributes.verb = "create".to_owned();
+    let verdict = req.ctx.authorizer.check(&req.user, &attributes);
+    if verdict.allowed {
+        return Ok(());
+    }
+    let resource = GroupResource::new(&req.info.api_group, &req.info.resource);
+    Err(Status::forbidden(&resource, &req.info.name, &verdict.reason))
 }
 
 /// The kind of the options of a `CONNECT` subresource (upstream's `NewConnectOptions`), `None` for

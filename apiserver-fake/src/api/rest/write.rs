@@ -343,7 +343,9 @@ fn validate_rules(
         && req.resource.resource == "customresourcedefinitions"
         && req.info.subresource.is_empty();
     let (causes, warnings) = if is_definition {
-        (structural::validation_rules::check_definition(object), Vec::new())
+        let emulated = req.ctx.emulated_version;
+        let causes = structural::validation_rules::check_definition(object, current, emulated);
+        (causes, Vec::new())
     } else if let (true, Some(schema)) = (req.resource.custom, &req.resource.schema) {
         // The stored object as upstream reads it: defaulted.
         let mut old = current.cloned();

@@ -16,8 +16,9 @@
 
 use serde_json::{Map, Value};
 
+use crate::api::catalog::KubeVersion;
 use crate::api::status::StatusCause;
-use crate::cel::{self, cost, value};
+use crate::cel::{self, EnvironmentType, cost, value};
 
 const VALIDATIONS: &str = "x-kubernetes-validations";
 
@@ -451,7 +452,32 @@ fn go_validation_rule(rule: &Value) -> String {
 /// The rules of a CRD that do not compile, as upstream's CRD validation reports them. The schema path
 /// is that of the internal version: `spec.validation.openAPIV3Schema` when every version has the same
 /// schema (conversion moves it there), else `spec.versions[i].schema.openAPIV3Schema`.
-pub fn check_definition(crd: &Value) -> Vec<StatusCause> {
+///
+/// A rule or `messageExpression` compiles in the `NewExpressions` environment of `emulated`, the
+/// server's emulated minor (so a library of a later minor is an `undeclared reference`), unless `old`,
+/// the definition before an update, already had the same text somewhere (upstream's
+/// `preexistingExpressions`): that one compiles in the `StoredExpressions` environment.
+pub fn check_definition(crd: &Value, old: Option<&Value>, emulated: KubeVersion) -> Vec<StatusCause> {
+    let mut preexisting = Preexisting {
+        emulated,
+        rules: Vec::new(),
+        message_expressions: Vec::new(),
+    };
+    if let Some(old) = old {
+        let schemas = old
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.pointer("/schema/openAPIV3Schema"))
+            .chain(old.pointer("/spec/validation/openAPIV3Schema"));
+        for schema in schemas {
+            preexisting.collect(schema);
+        }
+    }
+    let check_schema = |schema: &Value, path: &str, causes: &mut Vec<StatusCause>| {
+        check_schema(schema, path, causes, &preexisting);
+    };
     let mut causes = Vec::new();
     let versions = crd
         .pointer("/spec/versions")
@@ -482,7 +508,52 @@ pub fn check_definition(crd: &Value) -> Vec<StatusCause> {
     causes
 }
 
-fn check_schema(schema: &Value, path: &str, causes: &mut Vec<StatusCause>) {
+/// The expressions of the definition before an update (`findPreexistingExpressions`), and the
+/// emulated minor new ones compile at.
+struct Preexisting {
+    emulated: KubeVersion,
+    rules: Vec<String>,
+    message_expressions: Vec<String>,
+}
+
+impl Preexisting {
+    /// Collects the rules and message expressions of `schema` and the schemas under it.
+    fn collect(&mut self, schema: &Value) {
+        for rule in rules(schema) {
+            self.rules.push(text(rule, "rule").to_owned());
+            let message_expression = text(rule, "messageExpression");
+            if !message_expression.is_empty() {
+                self.message_expressions.push(message_expression.to_owned());
+            }
+        }
+        for child in children(schema) {
+            self.collect(child);
+        }
+    }
+
+    fn environment(&self, source: &str, preexisting: &[String]) -> EnvironmentType {
+        if preexisting.iter().any(|p| p == source) {
+            EnvironmentType::StoredExpressions
+        } else {
+            EnvironmentType::new_expressions(self.emulated)
+        }
+    }
+}
+
+/// The schemas directly under `schema` that may have rules: its properties, items and additional
+/// properties.
+fn children(schema: &Value) -> impl Iterator<Item = &Value> {
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|p| p.values());
+    properties
+        .chain(schema.get("items").filter(|s| s.is_object()))
+        .chain(schema.get("additionalProperties").filter(|s| s.is_object()))
+}
+
+fn check_schema(schema: &Value, path: &str, causes: &mut Vec<StatusCause>, preexisting: &Preexisting) {
     for (index, rule) in rules(schema).iter().enumerate() {
         let at = format!("{path}.{VALIDATIONS}[{index}]");
         let source = text(rule, "rule");
@@ -490,7 +561,8 @@ fn check_schema(schema: &Value, path: &str, causes: &mut Vec<StatusCause>) {
             causes.push(StatusCause::field_required(&format!("{at}.rule"), ""));
             continue;
         }
-        if let Err(error) = cel::compile(source, VARIABLES) {
+        let environment = preexisting.environment(source, &preexisting.rules);
+        if let Err(error) = cel::compile_in(source, VARIABLES, environment) {
             causes.push(StatusCause {
                 reason: "FieldValueInvalid".to_owned(),
                 message: format!(
@@ -503,7 +575,11 @@ fn check_schema(schema: &Value, path: &str, causes: &mut Vec<StatusCause>) {
         }
         let message_expression = text(rule, "messageExpression");
         if !message_expression.is_empty()
-            && let Err(error) = cel::compile(message_expression, VARIABLES)
+            && let Err(error) = cel::compile_in(
+                message_expression,
+                VARIABLES,
+                preexisting.environment(message_expression, &preexisting.message_expressions),
+            )
         {
             causes.push(StatusCause::field_invalid(
                 &format!("{at}.messageExpression"),
@@ -514,14 +590,24 @@ fn check_schema(schema: &Value, path: &str, causes: &mut Vec<StatusCause>) {
     }
     if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
         for (name, property) in properties {
-            check_schema(property, &format!("{path}.properties[{name}]"), causes);
+            check_schema(
+                property,
+                &format!("{path}.properties[{name}]"),
+                causes,
+                preexisting,
+            );
         }
     }
     if let Some(items) = schema.get("items").filter(|s| s.is_object()) {
-        check_schema(items, &format!("{path}.items"), causes);
+        check_schema(items, &format!("{path}.items"), causes, preexisting);
     }
     if let Some(additional) = schema.get("additionalProperties").filter(|s| s.is_object()) {
-        check_schema(additional, &format!("{path}.additionalProperties"), causes);
+        check_schema(
+            additional,
+            &format!("{path}.additionalProperties"),
+            causes,
+            preexisting,
+        );
     }
 }
 
@@ -622,11 +708,43 @@ mod tests {
         );
     }
 
+    /// A new rule may only call what the compatibility minor (the emulated one minus one) has; a
+    /// rule the definition already had compiles with everything.
+    #[test]
+    fn new_rules_compile_at_the_servers_compatibility_minor() {
+        let crd = |rule: &str| {
+            json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object",
+                "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+                    {"rule": rule, "messageExpression": "'bad: ' + self.q"}]}}}}}]}})
+        };
+        let v = |minor| KubeVersion { major: 1, minor };
+        let quantity = crd("quantity(self.q).isInteger()");
+        let causes = check_definition(&quantity, None, v(28));
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].message.ends_with(concat!(
+                "compilation failed: ERROR: <input>:1:9: undeclared reference to 'quantity' (in container '')\n",
+                " | quantity(self.q).isInteger()\n | ........^\n",
+                "ERROR: <input>:1:27: undeclared reference to 'isInteger' (in container '')\n",
+                " | quantity(self.q).isInteger()\n | ..........................^"
+            )),
+            "{}",
+            causes[0].message
+        );
+        assert!(check_definition(&quantity, None, v(29)).is_empty());
+        assert!(
+            check_definition(&quantity, Some(&quantity), v(28)).is_empty(),
+            "unchanged"
+        );
+        let changed = crd("quantity(self.q).isInteger() && true");
+        assert_eq!(check_definition(&changed, Some(&quantity), v(28)).len(), 1);
+    }
+
     #[test]
     fn rules_that_do_not_compile_refuse_the_definition() {
         let crd = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object",
             "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": "self.x <"}]}}}}}]}});
-        let causes = check_definition(&crd);
+        let causes = check_definition(&crd, None, KubeVersion { major: 1, minor: 36 });
         assert_eq!(causes.len(), 1);
         assert_eq!(
             causes[0].field,

@@ -10,9 +10,74 @@
 use serde_json::Value;
 
 use super::{BadValue, FieldError, FieldErrors, Path, list_at, str_at};
+use crate::api::catalog::KubeVersion;
 use crate::api::rest::admission::match_conditions;
 use crate::api::rest::validating_admission_policy::VARIABLES as POLICY_VARIABLES;
-use crate::cel;
+use crate::cel::{self, EnvironmentType};
+
+/// Which CEL environment each expression of a written object compiles in (upstream's
+/// `validationOptions.preexistingExpressions` over `environment.DefaultCompatibilityVersion()`): a new
+/// or changed expression in the `NewExpressions` environment of the server's emulated minor, one the
+/// old object already had (the same text, anywhere among the old object's expressions of that kind)
+/// in the `StoredExpressions` one, so an object a newer server wrote stays writable.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Compilation<'a> {
+    /// The minor the server emulates; `None`: every expression compiles as a stored one.
+    emulated: Option<KubeVersion>,
+    /// The object before the update (`None` on create).
+    old: Option<&'a Value>,
+}
+
+impl<'a> Compilation<'a> {
+    /// Writing to a server emulating `emulated`, over `old` on update.
+    pub(crate) fn at_write(emulated: KubeVersion, old: Option<&'a Value>) -> Self {
+        Self {
+            emulated: Some(emulated),
+            old,
+        }
+    }
+
+    /// Every expression in the stored environment (what runs).
+    #[cfg(test)]
+    pub(crate) fn stored() -> Self {
+        Self {
+            emulated: None,
+            old: None,
+        }
+    }
+
+    /// The environment of `source`, preexisting when the old object has it at one of `pointers`
+    /// (JSON pointers, `*` standing for every item of a list).
+    fn environment(&self, source: &str, pointers: &[&str]) -> EnvironmentType {
+        let Some(emulated) = self.emulated else {
+            return EnvironmentType::StoredExpressions;
+        };
+        let mut preexisting = Vec::new();
+        if let Some(old) = self.old {
+            for pointer in pointers {
+                strings_at(old, pointer.trim_start_matches('/'), &mut preexisting);
+            }
+        }
+        EnvironmentType::at_write(emulated, source, &preexisting)
+    }
+}
+
+/// The strings at `pointer` (`a/*/b`, `*` for every list item) under `value`.
+fn strings_at<'v>(value: &'v Value, pointer: &str, found: &mut Vec<&'v str>) {
+    let (head, rest) = pointer.split_once('/').unwrap_or((pointer, ""));
+    let children: Vec<&Value> = match (head, value) {
+        ("*", Value::Array(items)) => items.iter().collect(),
+        (key, Value::Object(map)) => map.get(key).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    for child in children {
+        match (rest.is_empty(), child) {
+            (true, Value::String(text)) => found.push(text),
+            (true, _) => {}
+            (false, child) => strings_at(child, rest, found),
+        }
+    }
+}
 
 /// `supportedValidationPolicyReason`, sorted as `sets.String.List()`.
 const VALIDATION_REASONS: &[&str] = &["Forbidden", "Invalid", "RequestEntityTooLarge", "Unauthorized"];
@@ -22,10 +87,17 @@ const VALIDATION_ACTIONS: &[&str] = &["Audit", "Deny", "Warn"];
 
 /// An expression that must be given and compile (`validateCELCondition` with
 /// `convertCELErrorToValidationError`); `required` is the detail of the missing case.
-fn expression(errors: &mut FieldErrors, path: &Path, source: &str, names: &[&str], required: &str) {
+fn expression(
+    errors: &mut FieldErrors,
+    path: &Path,
+    source: &str,
+    names: &[&str],
+    required: &str,
+    environment: EnvironmentType,
+) {
     if source.trim().is_empty() {
         errors.push(FieldError::required(path, required));
-    } else if let Err(e) = cel::compile(source, names) {
+    } else if let Err(e) = cel::compile_in(source, names, environment) {
         errors.push(FieldError::invalid_str(
             path,
             source,
@@ -35,16 +107,25 @@ fn expression(errors: &mut FieldErrors, path: &Path, source: &str, names: &[&str
 }
 
 /// `validateMatchConditions`: each condition named once, with an expression that compiles.
-fn match_conditions_of(errors: &mut FieldErrors, conditions: &[Value], path: &Path, names: &[&str]) {
+/// `preexisting` points at the old object's match conditions' expressions.
+fn match_conditions_of(
+    errors: &mut FieldErrors,
+    conditions: &[Value],
+    path: &Path,
+    names: &[&str],
+    (compilation, preexisting): (Compilation<'_>, &str),
+) {
     let mut seen = std::collections::HashSet::new();
     for (i, condition) in conditions.iter().enumerate() {
         let at = path.index(i);
+        let source = str_at(condition, "/expression");
         expression(
             errors,
             &at.child("expression"),
-            str_at(condition, "/expression"),
+            source,
             names,
             "",
+            compilation.environment(source, &[preexisting]),
         );
         let name = str_at(condition, "/name");
         if name.is_empty() {
@@ -58,8 +139,15 @@ fn match_conditions_of(errors: &mut FieldErrors, conditions: &[Value], path: &Pa
     }
 }
 
-/// `validateVariable`: a CEL identifier and an expression that compiles.
-fn variables_of(errors: &mut FieldErrors, spec: &Value, path: &Path) {
+/// `validateVariable`: a CEL identifier and an expression that compiles (preexisting when the old
+/// object has it at `preexisting`: for validating policies upstream looks among the old
+/// validations' expressions).
+fn variables_of(
+    errors: &mut FieldErrors,
+    spec: &Value,
+    path: &Path,
+    (compilation, preexisting): (Compilation<'_>, &str),
+) {
     for (i, variable) in list_at(spec, "/variables").iter().enumerate() {
         let at = path.index(i);
         let name = str_at(variable, "/name");
@@ -72,12 +160,14 @@ fn variables_of(errors: &mut FieldErrors, spec: &Value, path: &Path) {
                 "name is not a valid CEL identifier",
             ));
         }
+        let source = str_at(variable, "/expression");
         expression(
             errors,
             &at.child("expression"),
-            str_at(variable, "/expression"),
+            source,
             POLICY_VARIABLES,
             "expression is not specified",
+            compilation.environment(source, &[preexisting]),
         );
     }
 }
@@ -113,8 +203,18 @@ fn is_cel_identifier(name: &str) -> bool {
         && !RESERVED.contains(&name)
 }
 
-/// `ValidateValidatingAdmissionPolicy`'s spec checks of its expressions, reasons and messages.
+/// [`validate_validating_admission_policy_at`] with every expression compiled as a stored one.
+#[cfg(test)]
 pub(crate) fn validate_validating_admission_policy(object: &Value) -> FieldErrors {
+    validate_validating_admission_policy_at(object, Compilation::stored())
+}
+
+/// `ValidateValidatingAdmissionPolicy` (`ValidateValidatingAdmissionPolicyUpdate` with the old object
+/// in `compilation`): the spec checks of its expressions, reasons and messages.
+pub(crate) fn validate_validating_admission_policy_at(
+    object: &Value,
+    compilation: Compilation<'_>,
+) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
@@ -131,16 +231,24 @@ pub(crate) fn validate_validating_admission_policy(object: &Value) -> FieldError
         list_at(spec, "/matchConditions"),
         &path.child("matchConditions"),
         POLICY_VARIABLES,
+        (compilation, "/spec/matchConditions/*/expression"),
     );
-    variables_of(&mut errors, spec, &path.child("variables"));
+    variables_of(
+        &mut errors,
+        spec,
+        &path.child("variables"),
+        (compilation, "/spec/validations/*/expression"),
+    );
     for (i, validation) in validations.iter().enumerate() {
         let at = path.child("validations").index(i);
+        let source = str_at(validation, "/expression");
         expression(
             &mut errors,
             &at.child("expression"),
-            str_at(validation, "/expression"),
+            source,
             POLICY_VARIABLES,
             "expression is not specified",
+            compilation.environment(source, &["/spec/validations/*/expression"]),
         );
         let message_expression = str_at(validation, "/messageExpression");
         if !message_expression.is_empty() && message_expression.trim().is_empty() {
@@ -156,6 +264,7 @@ pub(crate) fn validate_validating_admission_policy(object: &Value) -> FieldError
                 message_expression,
                 POLICY_VARIABLES,
                 "",
+                compilation.environment(message_expression, &["/spec/validations/*/messageExpression"]),
             );
         }
         let message = str_at(validation, "/message");
@@ -183,12 +292,14 @@ pub(crate) fn validate_validating_admission_policy(object: &Value) -> FieldError
         }
     }
     for (i, annotation) in audit_annotations.iter().enumerate() {
+        let source = str_at(annotation, "/valueExpression");
         expression(
             &mut errors,
             &path.child("auditAnnotations").index(i).child("valueExpression"),
-            str_at(annotation, "/valueExpression"),
+            source,
             POLICY_VARIABLES,
             "valueExpression is not specified",
+            compilation.environment(source, &["/spec/auditAnnotations/*/valueExpression"]),
         );
     }
     errors
@@ -239,8 +350,12 @@ pub(crate) fn validate_validating_admission_policy_binding(object: &Value) -> Fi
 }
 
 /// `ValidateMutatingAdmissionPolicy`'s expression checks: match conditions, variables and each
-/// mutation's `applyConfiguration` or `jsonPatch` expression.
-pub(crate) fn validate_mutating_admission_policy(object: &Value) -> FieldErrors {
+/// mutation's `applyConfiguration` or `jsonPatch` expression (preexisting when the old policy had it
+/// in the same kind of place).
+pub(crate) fn validate_mutating_admission_policy_at(
+    object: &Value,
+    compilation: Compilation<'_>,
+) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
@@ -249,8 +364,14 @@ pub(crate) fn validate_mutating_admission_policy(object: &Value) -> FieldErrors 
         list_at(spec, "/matchConditions"),
         &path.child("matchConditions"),
         POLICY_VARIABLES,
+        (compilation, "/spec/matchConditions/*/expression"),
     );
-    variables_of(&mut errors, spec, &path.child("variables"));
+    variables_of(
+        &mut errors,
+        spec,
+        &path.child("variables"),
+        (compilation, "/spec/variables/*/expression"),
+    );
     for (i, mutation) in list_at(spec, "/mutations").iter().enumerate() {
         let at = path.child("mutations").index(i);
         for field in ["applyConfiguration", "jsonPatch"] {
@@ -264,6 +385,7 @@ pub(crate) fn validate_mutating_admission_policy(object: &Value) -> FieldErrors 
                     source,
                     POLICY_VARIABLES,
                     "expression is not specified",
+                    compilation.environment(source, &[&format!("/spec/mutations/*/{field}/expression")]),
                 );
             }
         }
@@ -297,12 +419,23 @@ const REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
 /// `matchConditions`, its `admissionReviewVersions`, and names unique in the configuration. (Upstream
 /// relaxes some of these on update when the stored object already broke them, e.g. invalid label values
 /// in selectors; the fake checks updates as creates.)
+#[cfg(test)]
 pub(crate) fn validate_webhook_configuration(object: &Value, mutating: bool) -> FieldErrors {
+    validate_webhook_configuration_at(object, mutating, Compilation::stored())
+}
+
+/// `validate_webhook_configuration` in a server: `matchConditions` compile in the environment of
+/// `compilation` (stored when the old configuration had the same expression).
+pub(crate) fn validate_webhook_configuration_at(
+    object: &Value,
+    mutating: bool,
+    compilation: Compilation<'_>,
+) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let mut names = std::collections::HashSet::new();
     for (i, webhook) in list_at(object, "/webhooks").iter().enumerate() {
         let at = Path::new("webhooks").index(i);
-        webhook_of(&mut errors, webhook, &at, mutating);
+        webhook_of(&mut errors, webhook, &at, (mutating, compilation));
         admission_review_versions(
             &mut errors,
             list_at(webhook, "/admissionReviewVersions"),
@@ -320,7 +453,12 @@ pub(crate) fn validate_webhook_configuration(object: &Value, mutating: bool) -> 
 }
 
 /// `validateValidatingWebhook` / `validateMutatingWebhook`.
-fn webhook_of(errors: &mut FieldErrors, webhook: &Value, at: &Path, mutating: bool) {
+fn webhook_of(
+    errors: &mut FieldErrors,
+    webhook: &Value,
+    at: &Path,
+    (mutating, compilation): (bool, Compilation<'_>),
+) {
     fully_qualified_name(errors, str_at(webhook, "/name"), &at.child("name"));
     for (i, rule) in list_at(webhook, "/rules").iter().enumerate() {
         rule_with_operations(errors, rule, &at.child("rules").index(i));
@@ -374,6 +512,7 @@ fn webhook_of(errors: &mut FieldErrors, webhook: &Value, at: &Path, mutating: bo
         list_at(webhook, "/matchConditions"),
         &at.child("matchConditions"),
         match_conditions::VARIABLES,
+        (compilation, "/webhooks/*/matchConditions/*/expression"),
     );
 }
 
@@ -722,6 +861,56 @@ mod tests {
             .iter()
             .map(|e| e.body(crate::api::catalog::KubeVersion::new(1, 36).expect("a version")))
             .collect()
+    }
+
+    /// A new expression compiles in the environment of the minor before the emulated one; one the
+    /// old object already had compiles in the stored environment, whatever the minor.
+    #[test]
+    fn new_expressions_compile_at_the_servers_compatibility_minor() {
+        let v = |minor| KubeVersion::new(1, minor).expect("a version");
+        let policy = |validation: &str, condition: &str| {
+            json!({"spec": {
+                "matchConditions": [{"name": "c", "expression": condition}],
+                "validations": [{"expression": validation}],
+            }})
+        };
+        let ip = policy("isIP(object.metadata.name)", "true");
+        let at_30 = validate_validating_admission_policy_at(&ip, Compilation::at_write(v(30), None));
+        assert_eq!(
+            bodies(&at_30),
+            [
+                "Invalid value: \"isIP(object.metadata.name)\": compilation failed: ERROR: <input>:1:5: \
+              undeclared reference to 'isIP' (in container '')\n | isIP(object.metadata.name)\n | ....^"
+            ]
+        );
+        assert!(validate_validating_admission_policy_at(&ip, Compilation::at_write(v(31), None)).is_empty());
+        // Unchanged on update: stored; a changed expression: new.
+        let updated = policy("isIP(object.metadata.name)", "isCIDR('10.0.0.0/8')");
+        let errors =
+            validate_validating_admission_policy_at(&updated, Compilation::at_write(v(30), Some(&ip)));
+        let fields: Vec<String> = errors.iter().map(|e| e.field.to_string()).collect();
+        assert_eq!(fields, ["spec.matchConditions[0].expression"]);
+        let webhooks = json!({"webhooks": [{"name": "w.example.com", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "clientConfig": {"url": "https://example.com"},
+            "matchConditions": [{"name": "f", "expression": "format.named('uuid').hasValue()"}]}]});
+        let refused = validate_webhook_configuration_at(&webhooks, false, Compilation::at_write(v(31), None));
+        assert!(
+            bodies(&refused)[0].contains("undeclared reference to 'format'"),
+            "{refused:?}"
+        );
+        assert!(
+            validate_webhook_configuration_at(&webhooks, false, Compilation::at_write(v(32), None))
+                .is_empty()
+        );
+        assert!(
+            validate_webhook_configuration_at(
+                &webhooks,
+                false,
+                Compilation::at_write(v(31), Some(&webhooks))
+            )
+            .is_empty(),
+            "stored by a newer server, unchanged"
+        );
     }
 
     #[test]
