@@ -323,6 +323,7 @@ pub(crate) fn validate(
         return Vec::new();
     }
     let ctx = Context { version };
+    let compilation = admission_registration::Compilation::at_write(version, old);
     match (resource.group.as_str(), resource.resource.as_str()) {
         ("", "pods") => pod::validate_pod(&ctx, object, old),
         ("", "podtemplates") => workloads::validate_pod_template(&ctx, object),
@@ -349,19 +350,19 @@ pub(crate) fn validate(
         ("networking.k8s.io", "networkpolicies") => cluster::validate_network_policy(object),
         ("", "persistentvolumeclaims") => cluster::validate_persistent_volume_claim(object),
         ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
-            admission_registration::validate_validating_admission_policy(object)
+            admission_registration::validate_validating_admission_policy_at(object, compilation)
         }
         ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
             admission_registration::validate_validating_admission_policy_binding(object)
         }
         ("admissionregistration.k8s.io", "mutatingadmissionpolicies") => {
-            admission_registration::validate_mutating_admission_policy(object)
+            admission_registration::validate_mutating_admission_policy_at(object, compilation)
         }
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
-            admission_registration::validate_webhook_configuration(object, false)
+            admission_registration::validate_webhook_configuration_at(object, false, compilation)
         }
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
-            admission_registration::validate_webhook_configuration(object, true)
+            admission_registration::validate_webhook_configuration_at(object, true, compilation)
         }
         _ => Vec::new(),
     }
