@@ -3,7 +3,8 @@
 //! test, and a mutating and a validating webhook registered for v1 only (`matchPolicy: Equivalent`).
 //! A create or update through v2 reaches them as a proper v1 object (`request.kind` v1, `requestKind`
 //! v2), the mutating webhook's patch, written against v1, lands in the stored object, and a conversion
-//! that fails during admission is upstream's internal error. The mutating dispatcher's audit
+//! that fails during admission is upstream's internal error. A ValidatingAdmissionPolicy matching v1
+//! only judges the v1 object too. The mutating dispatcher's audit
 //! annotations (`mutation.webhook…`, and `patch.webhook…` at level `Request`) are in the audit log.
 
 mod support;
@@ -29,6 +30,27 @@ rules:
 - level: Metadata
   namespaces: [quiet]
 - level: Request
+";
+
+/// A policy for CronTabs at v1 only, for the objects labelled `policy=yes`.
+const POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: cronspec}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    objectSelector: {matchLabels: {policy: \"yes\"}}
+    resourceRules: [{operations: [CREATE, UPDATE], apiGroups: [stable.example.com], apiVersions: [v1], resources: [crontabs]}]
+  validations:
+  - expression: \"has(object.spec.cronSpec) && object.spec.cronSpec != '@never' && request.kind.version == 'v1'\"
+    message: a v1 cronSpec other than @never is required
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: cronspec}
+spec:
+  policyName: cronspec
+  validationActions: [Deny]
 ";
 
 /// v1 ↔ v2 of a CronTab: `spec.cronSpec` ↔ `spec.schedule`.
@@ -278,6 +300,18 @@ fn webhooks_registered_for_v1_see_and_patch_a_v2_request_as_v1() {
     assert_eq!(update["oldObject"]["spec"], json!({"cronSpec": "*/5 * * * *"}));
     assert_eq!(update["object"]["metadata"]["labels"]["tier"], "web");
 
+    // A ValidatingAdmissionPolicy matching v1 only judges a v2 create by its v1 object.
+    demo.apply(&a, "policy.yaml", POLICY);
+    let judged = "skip-mutation: \"yes\", policy: \"yes\"";
+    let (ok, _, err) = kubectl_file(&demo, "daily.yaml", &tab("daily", "default", judged));
+    assert!(ok, "the policy sees v1's cronSpec: {err}");
+    let never = tab("never", "default", judged).replace("* * * * *", "@never");
+    let (ok, _, refused_by_policy) = kubectl_file(&demo, "never.yaml", &never);
+    assert!(!ok);
+    let refused = tab("refused", "default", &format!("convert: refuse, {judged}"));
+    let (ok, _, unconvertible_for_policy) = kubectl_file(&demo, "refused-policy.yaml", &refused);
+    assert!(!ok);
+
     // A conversion that fails during admission: the mutating dispatcher's internal error (wrapped
     // twice, as upstream's accessor and dispatcher each wrap it), the validating one's (once).
     let (ok, _, refused_by_mutating) = kubectl_file(
@@ -295,8 +329,15 @@ fn webhooks_registered_for_v1_see_and_patch_a_v2_request_as_v1() {
     let dir = demo.dir.path().display().to_string();
     insta::assert_snapshot!(
         "conversion_refused_during_admission",
-        format!("mutating:\n{refused_by_mutating}\nvalidating:\n{refused_by_validating}")
-            .replace(&dir, "[dir]")
+        format!(
+            "mutating:\n{refused_by_mutating}\nvalidating:\n{refused_by_validating}\npolicy:\n{unconvertible_for_policy}"
+        )
+        .replace(&dir, "[dir]")
+    );
+
+    insta::assert_snapshot!(
+        "policy_refusal_of_a_v2_create",
+        refused_by_policy.replace(&dir, "[dir]")
     );
 
     // At level Metadata the patch is not in the audit log; the mutation is.

@@ -494,6 +494,7 @@ async fn admit_with(
     let namespace_object = cel::value::to_cel(&matching::namespace_object(namespace.as_ref()));
     let mut findings = Findings::default();
     let mut configuration_errors: Vec<String> = Vec::new();
+    let mut objects = super::admission::versioned::PolicyObjects::new(req, attributes, object, old);
     let mut outcome = Ok(());
     for binding in &all_bindings {
         let binding_name = binding
@@ -533,7 +534,6 @@ async fn admit_with(
                 continue;
             }
         }
-        let variables = policy_variables(req, attributes, object, old, &namespace_object, &version);
         let params = match super::policy_params::collect(req, &policy, binding).await {
             Ok(params) => params,
             Err(error) => {
@@ -542,6 +542,18 @@ async fn admit_with(
                 continue;
             }
         };
+        // Upstream converts the objects to the matched version once the params are known.
+        let [object, old] = match objects.at(attributes, &version).await {
+            Ok(objects) => objects,
+            Err(error) => {
+                let error = ParamError::Binding(format!("failed to convert object version: {error}"));
+                let message = error.message(policy_name, binding_name);
+                note_configuration_error(&mut configuration_errors, &evaluation, message);
+                continue;
+            }
+        };
+        let objects_at_version = [object.as_ref(), old.as_ref()];
+        let variables = policy_variables(req, attributes, objects_at_version, &namespace_object, &version);
         for param in &params {
             let mut bound = variables.to_vec();
             bound.push(("params", cel::value::to_cel(param)));
@@ -585,20 +597,18 @@ fn note_configuration_error(errors: &mut Vec<String>, evaluation: &Evaluation<'_
     }
 }
 
-/// The CEL variables of a policy matched in `version` (upstream converts the objects to it), with
-/// `authorizer`.
+/// The CEL variables of a policy matched in `version`, with `[object, oldObject]` already converted
+/// to it ([`super::admission::versioned::PolicyObjects`]), and `authorizer`.
 fn policy_variables(
     req: &RestRequest<'_>,
     attributes: &super::admission::Attributes,
-    object: Option<&Value>,
-    old: Option<&Value>,
+    [object, old]: [Option<&Value>; 2],
     namespace_object: &::cel::Value,
     version: &str,
 ) -> Vec<(&'static str, ::cel::Value)> {
-    let presented = |o: &Value| cel::value::to_cel(&matching::presented(req, attributes, o, version));
     let mut variables = vec![
-        ("object", object.map_or(::cel::Value::Null, presented)),
-        ("oldObject", old.map_or(::cel::Value::Null, presented)),
+        ("object", object.map_or(::cel::Value::Null, cel::value::to_cel)),
+        ("oldObject", old.map_or(::cel::Value::Null, cel::value::to_cel)),
         (
             "request",
             cel::value::to_cel(&matching::request_variable(attributes, version)),

@@ -185,6 +185,78 @@ impl Versioned {
     }
 }
 
+/// `[object, oldObject]` at a version, or why they could not be converted to it.
+type ConvertedObjects = Result<[Option<Value>; 2], String>;
+
+/// The objects an admission policy sees at the version it matched (upstream's policy dispatchers'
+/// `NewVersionedAttributes`): each defaulted as stored at the request's version
+/// ([`crate::api::rest::validating_admission_policy::matching::presented`]), then converted, once per
+/// version.
+pub(crate) struct PolicyObjects {
+    convertor: ObjectConvertor,
+    object: Option<Value>,
+    old_object: Option<Value>,
+    converted: Vec<(String, ConvertedObjects)>,
+}
+
+impl PolicyObjects {
+    /// The objects of `req` as `attributes` describe them: the new `object` and the `old` one.
+    pub(crate) fn new(
+        req: &RestRequest<'_>,
+        attributes: &Attributes,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Self {
+        let presented = |o: &Value| {
+            crate::api::rest::validating_admission_policy::matching::presented(
+                req,
+                attributes,
+                o,
+                &attributes.version,
+            )
+        };
+        Self {
+            convertor: ObjectConvertor::new(req, attributes),
+            object: object.map(presented),
+            old_object: old.map(presented),
+            converted: Vec::new(),
+        }
+    }
+
+    /// `[object, oldObject]` at `version`; the error is the converter's text.
+    pub(crate) async fn at(
+        &mut self,
+        attributes: &Attributes,
+        version: &str,
+    ) -> Result<[Option<Value>; 2], String> {
+        if let Some((_, objects)) = self.converted.iter().find(|(v, _)| v == version) {
+            return objects.clone();
+        }
+        let mut objects = [None, None];
+        let mut failure = None;
+        for (slot, source) in objects.iter_mut().zip([&self.object, &self.old_object]) {
+            let Some(source) = source else { continue };
+            match self
+                .convertor
+                .convert(attributes, source, &attributes.version, version)
+                .await
+            {
+                Ok(converted) => *slot = Some(converted),
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        let objects = match failure {
+            Some(error) => Err(error),
+            None => Ok(objects),
+        };
+        self.converted.push((version.to_owned(), objects.clone()));
+        objects
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
