@@ -1217,6 +1217,37 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_of_expression_is_estimated_without_overflowing() {
+        let schema = json!({"type": "object", "properties": {
+            "names": {"type": "array", "items": {"type": "string"}},
+            "limits": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "when": {"type": "string", "format": "date-time"},
+            "port": {"x-kubernetes-int-or-string": true},
+        }});
+        for rule in [
+            "self.names.map(n, n.upperAscii()).filter(n, n.size() > 2).all(n, n in self.names)",
+            "self.names.exists_one(n, n.split('-').join('.') == n.replace('-', '.', 2))",
+            "{'a': 1, 'b': [1, 2]}.all(k, k in self.limits) && [self.names, ['x']].size() > 0",
+            "self.limits.exists(k, self.limits[k] > 0 ? k.startsWith('a') : k.endsWith('z'))",
+            "self.names.all(a, self.names.all(b, self.names.all(c, a + b + c != '')))",
+            "self.names.sum() == '' || self.names.isSorted() || self.names.indexOf('x') >= 0",
+            "self.names[0].find('[a-z]+') != '' && self.names[0].findAll('a').size() == 0",
+            "dyn(self.port) == 1 && string(bytes(self.names[0])) == '' && -self.limits['a'] < 0",
+        ] {
+            let cost = estimated(rule, schema.clone());
+            assert!(cost > 0, "{rule}");
+        }
+        assert_eq!(
+            estimated(
+                "self.names.all(a, self.names.all(b, self.names.all(c, a + b + c != '')))",
+                schema
+            ),
+            u64::MAX,
+            "saturates"
+        );
+    }
+
+    #[test]
     fn message_expressions_with_strings_of_unknown_size_are_unbounded() {
         let spec = json!({"type": "object", "properties": {"attempts": {"type": "integer"}}});
         assert!(
