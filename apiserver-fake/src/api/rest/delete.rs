@@ -187,7 +187,9 @@ async fn admit_delete(
     options: &DeleteOptions,
 ) -> Result<Vec<String>, Status> {
     let with_options = |mut attributes: Attributes| {
-        attributes.name = key.name.clone();
+        // The handler's attributes name what the URL names: the object, or nothing for a collection
+        // delete, whose items are admitted with an empty name (`AdmissionToValidateObjectDeleteFunc`).
+        attributes.name = req.info.name.clone();
         attributes.dry_run = options.dry_run;
         if options.dry_run {
             attributes.options["dryRun"] = json!(["All"]);

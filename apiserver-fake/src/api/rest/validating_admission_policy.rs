@@ -459,6 +459,21 @@ pub(crate) async fn admit_connect(
     admit_with(req, attributes, attributes.object.as_ref(), None).await
 }
 
+/// The name a refusal names (`admission.NewForbidden`'s `extractResourceName`): the request's, else the
+/// new object's name or `generateName`, else `Unknown` (a collection delete's items).
+fn refused_name(attributes: &super::admission::Attributes, object: Option<&Value>) -> String {
+    if !attributes.name.is_empty() {
+        return attributes.name.clone();
+    }
+    let meta = |field: &str| {
+        object
+            .and_then(|o| o.pointer(&format!("/metadata/{field}")))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    meta("name").or_else(|| meta("generateName")).unwrap_or("Unknown").to_owned()
+}
+
 /// Admits the request of `attributes`, whose new object is `object` (none on a delete) and old one `old`.
 async fn admit_with(
     req: &RestRequest<'_>,
@@ -480,12 +495,7 @@ async fn admit_with(
     if all_bindings.is_empty() {
         return Ok(Vec::new());
     }
-    let name = object
-        .or(old)
-        .and_then(|o| o.pointer("/metadata/name"))
-        .and_then(Value::as_str)
-        .unwrap_or(&req.info.name)
-        .to_owned();
+    let name = refused_name(attributes, object);
     let namespace = matching::namespace_of(req, attributes).await;
     let equivalents = req
         .ctx
