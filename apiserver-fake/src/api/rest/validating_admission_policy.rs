@@ -471,7 +471,10 @@ fn refused_name(attributes: &super::admission::Attributes, object: Option<&Value
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
     };
-    meta("name").or_else(|| meta("generateName")).unwrap_or("Unknown").to_owned()
+    meta("name")
+        .or_else(|| meta("generateName"))
+        .unwrap_or("Unknown")
+        .to_owned()
 }
 
 /// Admits the request of `attributes`, whose new object is `object` (none on a delete) and old one `old`.
