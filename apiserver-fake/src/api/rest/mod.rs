@@ -25,6 +25,7 @@ pub(crate) mod componentstatus;
 pub(crate) mod conversion;
 pub mod defaults;
 pub(crate) mod delete;
+pub(crate) mod feature_gates;
 pub mod field_validation;
 pub(crate) mod freshness;
 pub(crate) mod garbage_collection;

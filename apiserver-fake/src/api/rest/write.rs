@@ -301,7 +301,12 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value, old: Option<&Value>) -
     }
     let version = req.ctx.binary_version;
     let mut errors = validation::object_meta::validate(object, old);
-    errors.extend(validation::validate(&req.resource, version, object, old));
+    errors.extend(validation::validate(
+        &req.resource,
+        req.ctx.emulated_version,
+        object,
+        old,
+    ));
     let mut causes = validation::into_causes(&errors, version);
     let definitions = crate::api::openapi::definitions::Definitions::of(version);
     if let Some(definition) = definitions.kind(&req.resource.group, &req.resource.version, &req.resource.kind)
@@ -474,6 +479,7 @@ async fn create_object(
     }
     prepare_for_create(&req.resource, &mut object, &now());
     defaults::set_defaults(&req.resource, version, &mut object);
+    defaults::drop_disabled_fields(&req.resource, req.ctx.emulated_version, &mut object, None);
     validate_schema(req, &object, None)?;
     validate_rules(req, None, &object)?;
     admission_warnings.extend(super::validating_admission_policy::admit(req, &object, None).await?);
@@ -678,6 +684,12 @@ fn merge_for_write(req: &RestRequest<'_>, current: &Value, mut incoming: Value) 
         super::lifecycle::record_stored_version(&mut incoming);
     }
     defaults::set_defaults(&req.resource, version, &mut incoming);
+    defaults::drop_disabled_fields(
+        &req.resource,
+        req.ctx.emulated_version,
+        &mut incoming,
+        Some(current),
+    );
     generation::prepare_for_update(req.generation_bump(), current, &mut incoming);
     Ok(incoming)
 }

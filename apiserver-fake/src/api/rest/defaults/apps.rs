@@ -5,8 +5,9 @@
 
 use serde_json::{Map, Value, json};
 
+use super::super::feature_gates::Gate;
 use super::pod::set_defaults_template_at;
-use super::{default_empty_str, default_missing, ensure_object, gate, object_at, str_at};
+use super::{default_empty_str, default_missing, ensure_object, object_at, str_at};
 use crate::api::catalog::KubeVersion;
 
 /// `SetDefaults_Deployment`: `replicas: 1`, a `RollingUpdate` strategy of 25 % / 25 %,
@@ -57,7 +58,7 @@ pub(crate) fn set_defaults_stateful_set(stateful_set: &mut Map<String, Value>, v
             && let Some(rolling) = object_at(strategy, "rollingUpdate")
         {
             default_missing(rolling, "partition", json!(0));
-            if gate("MaxUnavailableStatefulSet", version) {
+            if Gate::MaxUnavailableStatefulSet.enabled(version) {
                 default_missing(rolling, "maxUnavailable", json!(1));
             }
         }

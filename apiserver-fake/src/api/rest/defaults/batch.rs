@@ -14,8 +14,9 @@
 
 use serde_json::{Map, Value, json};
 
+use super::super::feature_gates::Gate;
 use super::pod::set_defaults_template_at;
-use super::{at, default_empty_str, default_missing, each_object, ensure_object, gate, object_at};
+use super::{at, default_empty_str, default_missing, each_object, ensure_object, object_at};
 use crate::api::catalog::KubeVersion;
 
 /// `batch.LegacyJobNameLabel`.
@@ -60,7 +61,8 @@ fn set_defaults_job_spec(spec: &mut Map<String, Value>, version: KubeVersion) {
     }
     default_missing(spec, "parallelism", json!(1));
     if unset(spec, "backoffLimit") {
-        let per_index = gate("JobBackoffLimitPerIndex", version) && !unset(spec, "backoffLimitPerIndex");
+        let per_index =
+            Gate::JobBackoffLimitPerIndex.enabled(version) && !unset(spec, "backoffLimitPerIndex");
         let limit = if per_index { i64::from(i32::MAX) } else { 6 };
         spec.insert("backoffLimit".to_owned(), json!(limit));
     }
@@ -68,7 +70,7 @@ fn set_defaults_job_spec(spec: &mut Map<String, Value>, version: KubeVersion) {
     default_missing(spec, "suspend", json!(false));
     let has_failure_policy = !unset(spec, "podFailurePolicy");
     set_defaults_pod_failure_policy(spec);
-    if gate("JobPodReplacementPolicy", version) {
+    if Gate::JobPodReplacementPolicy.enabled(version) {
         let policy = if has_failure_policy {
             "Failed"
         } else {

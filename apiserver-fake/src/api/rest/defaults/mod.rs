@@ -13,7 +13,9 @@
 //!
 //! Custom resources get their CRD version's structural-schema defaults instead
 //! (`structural::defaulting`). Where a default depends on a feature gate, the gate's default at the
-//! binary's version is followed ([`gate`]); the fake does not accept `--feature-gates` for these gates.
+//! binary's version is followed ([`super::feature_gates`]); the fake does not accept `--feature-gates` for
+//! these gates. The strategies' `dropDisabledFields` steps are [`drop_disabled_fields`], at the emulated
+//! version.
 //!
 //! One module per API group: `core` (with `pod` for the pod spec shared by every template and
 //! `service_ip` for cluster IP and node port allocation), `apps`, `batch`, `networking`,
@@ -24,12 +26,15 @@ pub(crate) mod admissionregistration;
 pub(crate) mod apps;
 pub(crate) mod batch;
 pub(crate) mod core;
+pub(crate) mod disabled_fields;
 pub(crate) mod networking;
 pub(crate) mod pod;
 pub(crate) mod service_ip;
 pub(crate) mod status;
 
 use serde_json::{Map, Value};
+
+pub(crate) use disabled_fields::drop_disabled_fields;
 
 use super::ResourceInfo;
 use crate::api::catalog::KubeVersion;
@@ -131,22 +136,6 @@ pub fn prepare_for_update(resource: &ResourceInfo, current: &Value, next: &mut V
             }
         },
         _ => {}
-    }
-}
-
-/// The default of a feature gate at `version` for the gates defaulting depends on (upstream's
-/// versioned `defaultVersionedKubernetesFeatureGates`).
-pub fn gate(name: &str, version: KubeVersion) -> bool {
-    let minor = version.minor;
-    match name {
-        // Alpha 1.28, beta (on) 1.29, GA 1.34.
-        "JobPodReplacementPolicy" => minor >= 29,
-        // Alpha 1.28, beta (on) 1.29, GA 1.33.
-        "JobBackoffLimitPerIndex" => minor >= 29,
-        // Alpha 1.24, off by default through 1.36: a real kube-apiserver 1.36.2 stores and serves a
-        // StatefulSet without `maxUnavailable` (tests/upstream_storage.rs).
-        "MaxUnavailableStatefulSet" => false,
-        _ => false,
     }
 }
 
@@ -269,14 +258,5 @@ mod tests {
         set_defaults(&resource, v(36), &mut object);
         prepare_for_create(&resource, &mut object);
         assert_eq!(object, job);
-    }
-
-    #[test]
-    fn gates_follow_the_version() {
-        assert!(!gate("JobPodReplacementPolicy", v(28)));
-        assert!(gate("JobPodReplacementPolicy", v(29)));
-        assert!(!gate("MaxUnavailableStatefulSet", v(34)));
-        assert!(!gate("MaxUnavailableStatefulSet", v(36)));
-        assert!(!gate("Unknown", v(36)));
     }
 }

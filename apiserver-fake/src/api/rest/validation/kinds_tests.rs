@@ -316,3 +316,88 @@ fn rbac_leases_ingresses_network_policies_and_claims() {
          spec.resources[storage]: Required value]"
     );
 }
+
+/// The 422 message of `object` written at 1.`minor` over `old` as the write path runs it: defaulted,
+/// stripped of the fields whose gate is off there (`dropDisabledFields`), then validated.
+fn written_message(resource: &str, kind: &str, minor: u32, object: Value, old: Option<Value>) -> String {
+    let info = builtin("", resource, kind);
+    let mut object = defaulted(&info, v(minor), object);
+    let old = old.map(|o| defaulted(&info, v(minor), o));
+    super::super::defaults::drop_disabled_fields(&info, v(minor), &mut object, old.as_ref());
+    let causes = into_causes(&validate(&info, v(minor), &object, old.as_ref()), v(minor));
+    if causes.is_empty() {
+        return String::new();
+    }
+    Status::invalid(&GroupKind::new("", kind), "x", causes).message
+}
+
+fn pod_with_env(name: &str) -> Value {
+    json!({"spec": pod_spec(json!([{"name": "c", "image": "nginx", "env": [{"name": name, "value": "1"}]}]))})
+}
+
+#[test]
+fn env_names_are_c_like_before_1_32_and_printable_ascii_from_1_32() {
+    let strict = "Pod \"x\" is invalid: spec.containers[0].env[0].name: Invalid value: \"MY VAR\": a valid environment \
+         variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a \
+         digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is \
+         '[-._a-zA-Z][-._a-zA-Z0-9]*')";
+    assert_eq!(
+        written_message("pods", "Pod", 31, pod_with_env("MY VAR"), None),
+        strict
+    );
+    assert_eq!(
+        written_message("pods", "Pod", 32, pod_with_env("MY VAR"), None),
+        ""
+    );
+    assert_eq!(
+        written_message("pods", "Pod", 28, pod_with_env("my.env-name"), None),
+        ""
+    );
+    assert_eq!(
+        written_message("pods", "Pod", 30, pod_with_env(".."), None),
+        "Pod \"x\" is invalid: spec.containers[0].env[0].name: Invalid value: \"..\": must not be '..'"
+    );
+    assert_eq!(
+        written_message("pods", "Pod", 36, pod_with_env("A=B"), None),
+        "Pod \"x\" is invalid: spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable \
+         name must consist only of printable ASCII characters other than '='"
+    );
+}
+
+#[test]
+fn a_relaxed_env_name_the_stored_object_has_stays_writable_before_1_32() {
+    let old = pod_with_env("MY VAR");
+    assert_eq!(
+        written_message("pods", "Pod", 31, pod_with_env("MY VAR"), Some(old.clone())),
+        ""
+    );
+    // A new relaxed name is still refused.
+    assert!(written_message("pods", "Pod", 31, pod_with_env("NEW VAR"), Some(old)).contains("\"NEW VAR\""));
+    // Templates too: a Deployment's pod template.
+    let deployment = |name: &str| {
+        json!({"spec": {"selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod_with_env(name)["spec"]}}})
+    };
+    let info = builtin("apps", "deployments", "Deployment");
+    let object = defaulted(&info, v(31), deployment("MY VAR"));
+    assert_eq!(validate(&info, v(31), &object, None).len(), 1);
+    let old = defaulted(&info, v(31), deployment("MY VAR"));
+    assert!(validate(&info, v(31), &object, Some(&old)).is_empty());
+}
+
+#[test]
+fn a_sidecar_with_a_probe_is_an_init_container_with_a_probe_at_1_28() {
+    let pod = json!({"spec": {
+        "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always",
+            "readinessProbe": {"tcpSocket": {"port": 15001}}}],
+        "containers": [{"name": "app", "image": "nginx"}]
+    }});
+    assert_eq!(
+        written_message("pods", "Pod", 28, pod.clone(), None),
+        "Pod \"x\" is invalid: spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers \
+         without restartPolicy=Always"
+    );
+    assert_eq!(written_message("pods", "Pod", 29, pod.clone(), None), "");
+    // A 1.28 server updating a Pod a newer member stored with its sidecar keeps it (in use).
+    assert_eq!(written_message("pods", "Pod", 28, pod.clone(), Some(pod)), "");
+}

@@ -28,6 +28,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::ResourceInfo;
+use super::feature_gates::Gate;
 use crate::api::catalog::KubeVersion;
 use crate::api::status::StatusCause;
 
@@ -312,7 +313,9 @@ pub(crate) fn into_causes(errors: &[FieldError], version: KubeVersion) -> Vec<St
 }
 
 /// The `ValidateCreate` (`old` `None`) or `ValidateUpdate` errors of a built-in object of `resource`
-/// at `version` (empty for kinds not covered and for custom resources).
+/// in a server emulating `version` (empty for kinds not covered and for custom resources): the rules
+/// a feature gate decides follow that gate's default at `version` ([`Context`]). Errors render at the
+/// binary's version ([`into_causes`]), which the caller passes there.
 pub(crate) fn validate(
     resource: &ResourceInfo,
     version: KubeVersion,
@@ -322,7 +325,7 @@ pub(crate) fn validate(
     if resource.custom {
         return Vec::new();
     }
-    let ctx = Context { version };
+    let ctx = Context::new(resource, version, object, old);
     let compilation = admission_registration::Compilation::at_write(version, old);
     match (resource.group.as_str(), resource.resource.as_str()) {
         ("", "pods") => pod::validate_pod(&ctx, object, old),
@@ -368,15 +371,33 @@ pub(crate) fn validate(
     }
 }
 
-/// What validators may depend on besides the object: the emulated version.
+/// What validators may depend on besides the object: upstream's validation options
+/// (`PodValidationOptions`, `GetValidationOptionsFromPodSpecAndMeta` in `pkg/api/pod/util.go`), each
+/// on when its feature gate is on at the emulated version or when the stored object (on update)
+/// already needs it, so that an object a newer minor stored stays writable.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Context {
-    /// The binary's version, for rules that changed between minors.
-    #[expect(
-        dead_code,
-        reason = "no rule the fake validates has changed between the minors it serves yet"
-    )]
-    pub version: KubeVersion,
+    /// `AllowRelaxedEnvironmentVariableValidation`: environment variable names of any printable ASCII
+    /// but `=` (`RelaxedEnvironmentVariableValidation`, on from 1.32), else C-like names only.
+    pub relaxed_env_names: bool,
+}
+
+impl Context {
+    /// The options of writing `object` of `resource` at `version` over `old` (`None` on create).
+    pub(crate) fn new(
+        resource: &ResourceInfo,
+        version: KubeVersion,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> Self {
+        let pod_specs =
+            super::defaults::disabled_fields::pod_spec_pointer(&resource.group, &resource.resource)
+                .and_then(|pointer| Some((object.pointer(pointer)?, old?.pointer(pointer)?)));
+        Self {
+            relaxed_env_names: Gate::RelaxedEnvironmentVariableValidation.enabled(version)
+                || pod_specs.is_some_and(|(spec, old)| pod::relaxed_env_names_in_use(spec, old)),
+        }
+    }
 }
 
 // Reading the JSON object as Go reads its struct: a missing or null field is the zero value.

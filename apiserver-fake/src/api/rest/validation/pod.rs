@@ -296,7 +296,7 @@ fn validate_container_common(
         ));
     }
     validate_container_ports(list_at(container, "/ports"), &path.child("ports"), errors);
-    validate_env(list_at(container, "/env"), &path.child("env"), errors);
+    validate_env(ctx, list_at(container, "/env"), &path.child("env"), errors);
     validate_volume_mounts(
         list_at(container, "/volumeMounts"),
         volumes,
@@ -405,12 +405,23 @@ pub(crate) fn port_number_or_name(errors: &mut FieldErrors, port: Option<&Value>
     }
 }
 
-/// `ValidateEnv`: names required; a value and a source are exclusive.
-fn validate_env(env: &[Value], path: &Path, errors: &mut FieldErrors) {
+/// `ValidateEnv`: names required and valid (`IsEnvVarName`, or `IsRelaxedEnvVarName` when the
+/// options allow relaxed names); a value and a source are exclusive.
+fn validate_env(ctx: &Context, env: &[Value], path: &Path, errors: &mut FieldErrors) {
     for (i, var) in env.iter().enumerate() {
         let at = path.index(i);
-        if str_at(var, "/name").is_empty() {
+        let name = str_at(var, "/name");
+        if name.is_empty() {
             errors.push(FieldError::required(&at.child("name"), ""));
+        } else {
+            let messages = if ctx.relaxed_env_names {
+                relaxed_env_var_name_violations(name)
+            } else {
+                env_var_name_violations(name)
+            };
+            for message in messages {
+                errors.push(FieldError::invalid_str(&at.child("name"), name, message));
+            }
         }
         if !str_at(var, "/value").is_empty() && var.get("valueFrom").is_some_and(|v| !v.is_null()) {
             errors.push(FieldError::invalid_str(
@@ -420,6 +431,73 @@ fn validate_env(env: &[Value], path: &Path, errors: &mut FieldErrors) {
             ));
         }
     }
+}
+
+/// `IsEnvVarName`'s message: `envVarNameFmtErrMsg` through `RegexError` with its examples.
+const ENV_VAR_NAME_MESSAGE: &str = "a valid environment variable name must consist of alphabetic characters, \
+    digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or \
+    'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
+
+/// `IsEnvVarName` (apimachinery `util/validation`): `[-._a-zA-Z][-._a-zA-Z0-9]*`, and not `.`, `..`
+/// or `..`-prefixed (`hasChDirPrefix`).
+fn env_var_name_violations(name: &str) -> Vec<&'static str> {
+    let mut messages = Vec::new();
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, '-' | '.' | '_'));
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')) {
+        messages.push(ENV_VAR_NAME_MESSAGE);
+    }
+    match name {
+        "." => messages.push("must not be '.'"),
+        ".." => messages.push("must not be '..'"),
+        n if n.starts_with("..") => messages.push("must not start with '..'"),
+        _ => {}
+    }
+    messages
+}
+
+/// `IsRelaxedEnvVarName`: printable ASCII but `=`.
+fn relaxed_env_var_name_violations(name: &str) -> Vec<&'static str> {
+    if name.chars().all(|c| (' '..='~').contains(&c) && c != '=') {
+        Vec::new()
+    } else {
+        vec![
+            "a valid environment variable name must consist only of printable ASCII characters other than '='",
+        ]
+    }
+}
+
+/// `useRelaxedEnvironmentVariableValidation` without its gate: whether a name of `spec`'s containers
+/// (env names and `envFrom` prefixes, `gatherPodEnvVarNames`) that only the relaxed rule accepts was
+/// already in `old_spec` (`relaxedEnvVarUsed`).
+pub(crate) fn relaxed_env_names_in_use(spec: &Value, old_spec: &Value) -> bool {
+    let gather = |spec: &Value| -> HashSet<String> {
+        let mut names = HashSet::new();
+        for list in ["/containers", "/initContainers", "/ephemeralContainers"] {
+            for container in list_at(spec, list) {
+                names.extend(
+                    list_at(container, "/env")
+                        .iter()
+                        .map(|e| str_at(e, "/name").to_owned()),
+                );
+                names.extend(
+                    list_at(container, "/envFrom")
+                        .iter()
+                        .map(|e| str_at(e, "/prefix").to_owned()),
+                );
+            }
+        }
+        names
+    };
+    let old_names = gather(old_spec);
+    !old_names.is_empty()
+        && gather(spec).iter().any(|name| {
+            !env_var_name_violations(name).is_empty()
+                && relaxed_env_var_name_violations(name).is_empty()
+                && old_names.contains(name)
+        })
 }
 
 /// `ValidateVolumeMounts`: each names a valid volume, has a unique mount path.
