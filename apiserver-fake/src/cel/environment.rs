@@ -22,9 +22,10 @@
 //! namespaced function (`format.named`, `sets.contains`) also `undeclared reference to 'format'` at the
 //! namespace's identifier, since cel-go then checks the target as a variable.
 //!
-//! Not gated (documented differences): the optional syntax `a.?b` (cel-go's `OptionalTypes`, 1.28,
-//! only matters to a 1.28 server's compatibility version 1.27), `CrossTypeNumericComparisons` (1.28,
-//! needs type checking) and 1.29's AST validators of literals.
+//! The optional syntax (`a.?b`, `a[?b]`, cel-go's `OptionalTypes`, 1.28) is a parse error before
+//! 1.28 (`unsupported syntax '.?'`), as in cel-go's parser without it. Not gated (documented
+//! differences): `CrossTypeNumericComparisons` (1.28, needs type checking) and 1.29's AST validators
+//! of literals.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -550,5 +551,10 @@ mod tests {
         assert!(issues("math.greatest(1, 2) == 2", 36).contains("undeclared reference to 'math'"));
         assert_eq!(issues("[1].exists(format, format == 1)", 28), "compiles");
         assert_eq!(issues("'a'.contains('a') && size('a') == 1", 27), "compiles");
+        assert_eq!(
+            issues("self.?x.hasValue()", 27),
+            "ERROR: <input>:1:5: unsupported syntax '.?'\n | self.?x.hasValue()\n | ....^"
+        );
+        assert_eq!(issues("self.?x.hasValue()", 28), "compiles");
     }
 }

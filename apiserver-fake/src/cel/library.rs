@@ -38,9 +38,10 @@ pub(crate) fn environment() -> Env {
 /// expressions, [`environment`]). What it changes is which macros the parser expands: cel-go's math
 /// extension (`math.greatest`, `math.least`) is in no Kubernetes environment, and the lists extension
 /// (its `sortBy`) arrives at 1.34, so before that they stay the calls [`super::environment`] reports
-/// as undeclared.
+/// as undeclared; before 1.28 (`cel.OptionalTypes()`) the optional syntax (`a.?b`, `a[?b]`) is
+/// cel-go's `unsupported syntax` parse error.
 pub(crate) fn environment_for(compatibility: Option<u32>) -> Env {
-    let mut env = Env::stdlib();
+    let mut env = Env::stdlib().with_optional_support(compatibility.is_none_or(|minor| minor >= 28));
     let member_overloads: [(
         &str,
         &str,
