@@ -885,6 +885,56 @@ mod tests {
     }
 
     #[test]
+    fn mutating_calls_are_annotated_as_upstreams_webhook_annotator_does() {
+        let configured = Configured {
+            configuration: "defaults".to_owned(),
+            hook: matching::webhooks_of(&json!({"webhooks": [{"name": "w.example.com"}]}))
+                .pop()
+                .expect("webhook"),
+        };
+        let invocation = Invocation {
+            version: "v1".to_owned(),
+        };
+        let call = MutatingCall {
+            configured: &configured,
+            round: 1,
+            index: 2,
+            invocation: &invocation,
+        };
+        // Go marshals each operation's keys sorted, keeps the values as written, escapes `<>&`.
+        let patch = json!([{"value": {"b": 1, "a": "<&>"}, "path": "/x", "op": "add"}]);
+        let patched = mutation_annotations(&call, Some(&Mutation::Patched { patch, changed: true }));
+        assert_eq!(
+            patched.0,
+            std::collections::BTreeMap::from([
+                (
+                    "mutation.webhook.admission.k8s.io/round_1_index_2".to_owned(),
+                    r#"{"configuration":"defaults","webhook":"w.example.com","mutated":true}"#.to_owned()
+                ),
+                (
+                    "patch.webhook.admission.k8s.io/round_1_index_2".to_owned(),
+                    r#"{"configuration":"defaults","webhook":"w.example.com","patch":[{"op":"add","path":"/x","value":{"b":1,"a":"\u003c\u0026\u003e"}}],"patchType":"JSONPatch"}"#.to_owned()
+                ),
+            ])
+        );
+        assert_eq!(
+            patched.at_level(false).keys().collect::<Vec<_>>(),
+            ["mutation.webhook.admission.k8s.io/round_1_index_2"],
+            "the patch only at level Request"
+        );
+        let failed = mutation_annotations(&call, Some(&Mutation::FailedOpen));
+        assert_eq!(
+            failed.0["failed-open.mutation.webhook.admission.k8s.io/round_1_index_2"],
+            "w.example.com"
+        );
+        assert_eq!(
+            failed.0["mutation.webhook.admission.k8s.io/round_1_index_2"],
+            r#"{"configuration":"defaults","webhook":"w.example.com","mutated":false}"#
+        );
+        assert_eq!(mutation_annotations(&call, None).0.len(), 1, "a refused call too");
+    }
+
+    #[test]
     fn denials_carry_the_webhooks_status_behind_upstreams_message() {
         let hook = matching::webhooks_of(
             &json!({"metadata": {"name": "c"}, "webhooks": [{"name": "w.example.com"}]}),
