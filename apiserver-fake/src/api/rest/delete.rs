@@ -159,7 +159,7 @@ async fn delete_one(
     if let Some(pre) = &options.preconditions {
         check_preconditions(req, &current, pre)?;
     }
-    warnings.extend(admit_delete(req, key, &current, options).await?);
+    warnings.extend(admit_delete(req, &current, options).await?);
     if storage == namespaces() {
         return super::namespace_deletion::delete(req, key, current, options.dry_run).await;
     }
@@ -182,7 +182,6 @@ async fn delete_one(
 /// any write.
 async fn admit_delete(
     req: &RestRequest<'_>,
-    key: &ObjectKey,
     current: &Value,
     options: &DeleteOptions,
 ) -> Result<Vec<String>, Status> {
