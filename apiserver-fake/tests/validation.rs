@@ -7,8 +7,8 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use support::demo::{Demo, admin, server};
-use support::{kubectl, kubectl_available};
+use support::demo::{Demo, KubectlDemo, admin, server};
+use support::{kubectl, kubectl_available, kubectl_eventually};
 
 /// One invalid object per covered kind, as a user would write it (`kubectl create -f`).
 const INVALID: &[(&str, &str)] = &[
@@ -245,4 +245,103 @@ fn the_status_body_of_a_job_without_containers() {
     ));
     assert_eq!(reply.status.as_u16(), 422);
     insta::assert_json_snapshot!("job_without_containers_status", reply.json());
+}
+
+/// `$ kubectl <args>` and what kubectl printed (stdout, then stderr), for a transcript.
+fn transcript_of(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let (ok, stdout, stderr) = kubectl(kubeconfig, args);
+    (ok, format!("$ kubectl {}\n{stdout}{stderr}", args.join(" ")))
+}
+
+/// The everyday update mistakes real clusters refuse (issue 19), through a 1.33 and a 1.36 server:
+/// patching a Deployment's strategy to `Recreate` and leaving its `rollingUpdate` (the famous error),
+/// and the patch that works; a changed selector; `kubectl set image` and `kubectl label` on a Pod
+/// (allowed) and a patch of its ports (refused, with the diff); an immutable ConfigMap replaced with
+/// new data as `kubectl edit` would write it. Before 1.34 the bad values print as Go values, from 1.34
+/// as JSON.
+#[test]
+fn everyday_update_mistakes_are_refused_as_a_real_cluster_refuses_them() {
+    let Some(cluster) = KubectlDemo::with_config(|_| {
+        "servers:\n- {name: old, version: \"1.33\"}\n- {name: new, version: \"1.36\"}\nlb: none\n".to_owned()
+    }) else {
+        return;
+    };
+    let mut transcript = String::new();
+    let mut edits = Vec::new();
+    for server in ["old", "new"] {
+        let config = cluster.kubeconfig(server);
+        kubectl_eventually(&config, &["get", "namespace", "default"]);
+        transcript.push_str(&format!("# {server}\n"));
+        let mut step = |args: &[&str], expect_ok: bool| {
+            let (ok, text) = transcript_of(&config, args);
+            assert_eq!(ok, expect_ok, "{text}");
+            transcript.push_str(&text);
+        };
+        let web = format!("web-{server}");
+        step(&["create", "deployment", &web, "--image=nginx"], true);
+        step(
+            &[
+                "patch",
+                "deployment",
+                &web,
+                "-p",
+                r#"{"spec":{"strategy":{"type":"Recreate"}}}"#,
+            ],
+            false,
+        );
+        step(
+            &[
+                "patch",
+                "deployment",
+                &web,
+                "-p",
+                r#"{"spec":{"strategy":{"type":"Recreate","rollingUpdate":null}}}"#,
+            ],
+            true,
+        );
+        step(
+            &[
+                "patch",
+                "deployment",
+                &web,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"selector":{"matchLabels":{"tier":"front"}},"template":{"metadata":{"labels":{"tier":"front"}}}}}"#,
+            ],
+            false,
+        );
+        let pod = format!("pod-{server}");
+        step(&["run", &pod, "--image=nginx:1.27", "--restart=Never"], true);
+        step(
+            &[
+                "set",
+                "image",
+                &format!("pod/{pod}"),
+                &format!("{pod}=nginx:1.28"),
+            ],
+            true,
+        );
+        step(&["label", "pod", &pod, "tier=front"], true);
+        let ports =
+            format!(r#"{{"spec":{{"containers":[{{"name":"{pod}","ports":[{{"containerPort":8080}}]}}]}}}}"#);
+        step(&["patch", "pod", &pod, "-p", &ports], false);
+        let cfg = format!("cfg-{server}");
+        step(&["create", "configmap", &cfg, "--from-literal=mode=blue"], true);
+        step(&["patch", "configmap", &cfg, "-p", r#"{"immutable":true}"#], true);
+        // `kubectl edit`: the object as read, changed, written back.
+        let (ok, stdout, stderr) = kubectl(&config, &["get", "configmap", &cfg, "-o", "json"]);
+        assert!(ok, "{stderr}");
+        let mut edited: serde_json::Value = serde_json::from_str(&stdout).expect("a ConfigMap");
+        edited["data"]["mode"] = serde_json::json!("green");
+        let file = cluster.dir.path().join(format!("{cfg}.json"));
+        std::fs::write(&file, edited.to_string()).expect("write the edited ConfigMap");
+        let (ok, text) = transcript_of(&config, &["replace", "-f", &file.to_string_lossy()]);
+        assert!(!ok, "{text}");
+        edits.push(text.replace(&*cluster.dir.path().to_string_lossy(), "[dir]"));
+    }
+    transcript.push_str(&format!(
+        "# kubectl edit of an immutable ConfigMap\n{}",
+        edits.concat()
+    ));
+    insta::assert_snapshot!("kubectl_update_mistakes", transcript);
 }

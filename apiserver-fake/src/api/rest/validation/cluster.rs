@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::pod::{PORT_PROTOCOLS, parse_quantity, port_name_violations, port_number};
 use super::{BadValue, FieldError, FieldErrors, Path, int_at, list_at, str_at};
+use crate::api::catalog::KubeVersion;
 
 /// `ValidateLeaseSpec`.
 pub(crate) fn validate_lease(object: &Value) -> FieldErrors {
@@ -348,6 +349,98 @@ pub(crate) fn validate_persistent_volume_claim(object: &Value) -> FieldErrors {
                     "must be greater than zero",
                 ));
             }
+        }
+    }
+    errors
+}
+
+/// `ValidatePersistentVolumeClaimUpdate` (`old` `Some`) after the claim's own checks: the spec is
+/// immutable but for a bound claim's `resources.requests.storage` (and from 1.34, when
+/// `VolumeAttributesClass` is on by default, its `volumeAttributesClassName`) and a `volumeName`
+/// the old claim did not have; the requested storage may not shrink (below the previous request
+/// before 1.32, down to `status.capacity` from 1.32, when `RecoverVolumeExpansionFailure` is on by
+/// default). The spec error's text names `volumeAttributesClassName` from 1.29, when the field came.
+/// (Upstream also lets a claim move its class from the beta annotation to `storageClassName`; the
+/// fake does not.)
+pub(crate) fn validate_persistent_volume_claim_update(
+    object: &Value,
+    old: Option<&Value>,
+    version: KubeVersion,
+) -> FieldErrors {
+    let mut errors = validate_persistent_volume_claim(object);
+    let Some(old) = old else {
+        return errors;
+    };
+    let (spec, old_spec) = (
+        object.get("spec").cloned().unwrap_or(Value::Null),
+        old.get("spec").cloned().unwrap_or(Value::Null),
+    );
+    let (mut new_clone, mut old_clone) = (spec.clone(), old_spec.clone());
+    if str_at(&old_spec, "/volumeName").is_empty()
+        && let (Some(o), Some(v)) = (old_clone.as_object_mut(), spec.get("volumeName"))
+    {
+        o.insert("volumeName".to_owned(), v.clone());
+    }
+    let bound = str_at(object, "/status/phase") == "Bound";
+    if bound
+        && let Some(requests) = new_clone
+            .pointer_mut("/resources/requests")
+            .and_then(Value::as_object_mut)
+    {
+        match old_spec.pointer("/resources/requests/storage") {
+            Some(storage) => requests.insert("storage".to_owned(), storage.clone()),
+            None => requests.remove("storage"),
+        };
+    }
+    if bound
+        && version.minor >= 34
+        && let Some(map) = new_clone.as_object_mut()
+        && map.get("volumeAttributesClassName").is_some_and(|v| !v.is_null())
+    {
+        match old_spec.get("volumeAttributesClassName") {
+            Some(class) => map.insert("volumeAttributesClassName".to_owned(), class.clone()),
+            None => map.remove("volumeAttributesClassName"),
+        };
+    }
+    if !super::workloads::semantic_eq(&new_clone, &old_clone) {
+        let message = if version.minor >= 29 {
+            "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"
+        } else {
+            "spec is immutable after creation except resources.requests for bound claims"
+        };
+        errors.push(FieldError::forbidden(
+            &Path::new("spec"),
+            &format!(
+                "{message}\n{}",
+                super::spec_diff::json_diff(&old_clone, &new_clone)
+            ),
+        ));
+    }
+    let quantity = |v: &Value, pointer: &str| -> f64 {
+        match v.pointer(pointer) {
+            Some(Value::String(text)) => parse_quantity(text),
+            Some(other) => parse_quantity(&other.to_string()),
+            None => None,
+        }
+        .unwrap_or(0.0)
+    };
+    let storage = "/spec/resources/requests/storage";
+    let (new_size, old_size) = (quantity(object, storage), quantity(old, storage));
+    let at = Path::new("spec")
+        .child("resources")
+        .child("requests")
+        .child("storage");
+    if new_size < old_size {
+        if version.minor < 32 {
+            errors.push(FieldError::forbidden(
+                &at,
+                "field can not be less than previous value",
+            ));
+        } else if new_size <= quantity(old, "/status/capacity/storage") {
+            errors.push(FieldError::forbidden(
+                &at,
+                "field can not be less than status.capacity",
+            ));
         }
     }
     errors

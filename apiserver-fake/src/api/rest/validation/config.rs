@@ -88,9 +88,47 @@ pub(crate) fn validate_config_map(object: &Value) -> FieldErrors {
     errors
 }
 
-/// `ValidateSecret` (and on update `ValidateSecretUpdate`: the type, and data of an immutable Secret).
+/// What `ValidateConfigMapUpdate` and `ValidateSecretUpdate` check of an object whose stored version
+/// has `immutable: true`: `immutable` may not be unset, nor any of `fields` (`data`, `binaryData`)
+/// change (`reflect.DeepEqual`: a missing map and an empty one differ).
+fn immutable_update(object: &Value, old: &Value, fields: &[&str], errors: &mut FieldErrors) {
+    const DETAIL: &str = "field is immutable when `immutable` is set";
+    if old.get("immutable").and_then(Value::as_bool) != Some(true) {
+        return;
+    }
+    if object.get("immutable").and_then(Value::as_bool) != Some(true) {
+        errors.push(FieldError::forbidden(&Path::new("immutable"), DETAIL));
+    }
+    let present = |v: &Value, f: &str| v.get(f).filter(|v| !v.is_null()).cloned();
+    for field in fields {
+        if present(object, field) != present(old, field) {
+            errors.push(FieldError::forbidden(&Path::new(field), DETAIL));
+        }
+    }
+}
+
+/// `ValidateConfigMap`, and on update `ValidateConfigMapUpdate`: the immutability of an immutable
+/// ConfigMap first, then the object as on create.
+pub(crate) fn validate_config_map_update(object: &Value, old: Option<&Value>) -> FieldErrors {
+    let mut errors = FieldErrors::new();
+    if let Some(old) = old {
+        immutable_update(object, old, &["data", "binaryData"], &mut errors);
+    }
+    errors.extend(validate_config_map(object));
+    errors
+}
+
+/// `ValidateSecret`, and on update `ValidateSecretUpdate`: first the type (immutable) and the
+/// immutability of an immutable Secret, then the object as on create.
 pub(crate) fn validate_secret(object: &Value, old: Option<&Value>) -> FieldErrors {
     let mut errors = FieldErrors::new();
+    if let Some(old) = old {
+        let (kind, old_kind) = (str_at(object, "/type"), str_at(old, "/type"));
+        if kind != old_kind {
+            errors.push(FieldError::invalid_str(&Path::new("type"), kind, FIELD_IMMUTABLE));
+        }
+        immutable_update(object, old, &["data"], &mut errors);
+    }
     let data_path = Path::new("data");
     let data = entries(object, "data");
     let mut total = 0;
@@ -146,26 +184,6 @@ pub(crate) fn validate_secret(object: &Value, old: Option<&Value>) -> FieldError
             }
         }
         _ => {}
-    }
-    if let Some(old) = old {
-        let (kind, old_kind) = (str_at(object, "/type"), str_at(old, "/type"));
-        if kind != old_kind {
-            errors.push(FieldError::invalid_str(&Path::new("type"), kind, FIELD_IMMUTABLE));
-        }
-        if old.get("immutable").and_then(Value::as_bool) == Some(true) {
-            if object.get("immutable").and_then(Value::as_bool) != Some(true) {
-                errors.push(FieldError::forbidden(
-                    &Path::new("immutable"),
-                    "field is immutable when `immutable` is set",
-                ));
-            }
-            if object.get("data") != old.get("data") {
-                errors.push(FieldError::forbidden(
-                    &data_path,
-                    "field is immutable when `immutable` is set",
-                ));
-            }
-        }
     }
     errors
 }

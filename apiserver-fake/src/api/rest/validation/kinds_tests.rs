@@ -401,3 +401,300 @@ fn a_sidecar_with_a_probe_is_an_init_container_with_a_probe_at_1_28() {
     // A 1.28 server updating a Pod a newer member stored with its sidecar keeps it (in use).
     assert_eq!(written_message("pods", "Pod", 28, pod.clone(), Some(pod)), "");
 }
+
+fn deployment(strategy: Value, selector: Value) -> Value {
+    json!({"spec": {"selector": {"matchLabels": selector}, "strategy": strategy,
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_spec(json!([{"name": "c", "image": "nginx"}]))}}})
+}
+
+#[test]
+fn deployment_strategies_as_validate_deployment_strategy_checks_them() {
+    let d = |strategy: Value| deployment(strategy, json!({"app": "web"}));
+    let message = |minor, strategy| message("apps", "deployments", "Deployment", minor, d(strategy));
+    // The famous one: `type` patched to Recreate, `rollingUpdate` left over.
+    let recreate = json!({"type": "Recreate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
+    let expected = "Deployment.apps \"x\" is invalid: spec.strategy.rollingUpdate: Forbidden: may not be specified \
+                    when strategy `type` is 'Recreate'";
+    assert_eq!(message(32, recreate.clone()), expected);
+    let old = d(json!({"type": "RollingUpdate"}));
+    assert_eq!(
+        message_update("apps", "deployments", "Deployment", 36, d(recreate), Some(old)),
+        expected
+    );
+    assert_eq!(message(32, json!({"type": "Recreate"})), "");
+    let zero = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}});
+    assert_eq!(
+        message(32, zero.clone()),
+        "Deployment.apps \"x\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \
+         intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0"
+    );
+    assert_eq!(
+        message(34, zero),
+        "Deployment.apps \"x\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: 0: may not \
+         be 0 when `maxSurge` is 0"
+    );
+    let over =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "0%", "maxUnavailable": "110%"}});
+    assert_eq!(
+        message(33, over.clone()),
+        "Deployment.apps \"x\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \
+         intstr.IntOrString{Type:1, IntVal:0, StrVal:\"110%\"}: must not be greater than 100%"
+    );
+    assert_eq!(
+        message(34, over),
+        "Deployment.apps \"x\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"110%\": \
+         must not be greater than 100%"
+    );
+    let bad = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "half", "maxUnavailable": -1}});
+    assert_eq!(
+        message(34, bad),
+        "Deployment.apps \"x\" is invalid: [spec.strategy.rollingUpdate.maxUnavailable: Invalid value: -1: must be \
+         greater than or equal to 0, spec.strategy.rollingUpdate.maxSurge: Invalid value: \"half\": a valid percent \
+         string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation \
+         is '[0-9]+%')]"
+    );
+}
+
+#[test]
+fn selectors_of_deployments_replica_sets_and_daemon_sets_are_immutable() {
+    let web = deployment(json!({"type": "Recreate"}), json!({"app": "web"}));
+    let mut changed = deployment(
+        json!({"type": "Recreate"}),
+        json!({"app": "web", "tier": "front"}),
+    );
+    changed["spec"]["template"]["metadata"]["labels"]["tier"] = json!("front");
+    assert_eq!(
+        message_update(
+            "apps",
+            "deployments",
+            "Deployment",
+            32,
+            changed.clone(),
+            Some(web.clone())
+        ),
+        "Deployment.apps \"x\" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:\
+         map[string]string{\"app\":\"web\", \"tier\":\"front\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: \
+         field is immutable"
+    );
+    assert_eq!(
+        message_update(
+            "apps",
+            "deployments",
+            "Deployment",
+            34,
+            changed.clone(),
+            Some(web.clone())
+        ),
+        "Deployment.apps \"x\" is invalid: spec.selector: Invalid value: {\"matchLabels\":{\"app\":\"web\",\
+         \"tier\":\"front\"}}: field is immutable"
+    );
+    // A metadata-only update passes.
+    let mut labelled = web.clone();
+    labelled["metadata"] = json!({"labels": {"team": "a"}});
+    assert_eq!(
+        message_update(
+            "apps",
+            "deployments",
+            "Deployment",
+            32,
+            labelled,
+            Some(web.clone())
+        ),
+        ""
+    );
+    for (resource, kind) in [("replicasets", "ReplicaSet"), ("daemonsets", "DaemonSet")] {
+        let strip = |mut d: Value| {
+            if let Some(spec) = d["spec"].as_object_mut() {
+                spec.remove("strategy");
+            }
+            d
+        };
+        let got = message_update(
+            "apps",
+            resource,
+            kind,
+            30,
+            strip(changed.clone()),
+            Some(strip(web.clone())),
+        );
+        assert!(got.ends_with("spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\
+             \"web\", \"tier\":\"front\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"), "{got}");
+    }
+    let expressions = json!({"spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_spec(json!([{"name": "c", "image": "nginx"}]))}}});
+    let got = message_update("apps", "replicasets", "ReplicaSet", 28, expressions, Some(web));
+    assert!(got.contains("Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:\
+         []v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"app\", Operator:\"In\", Values:[]string{\"web\"}}}}: \
+         field is immutable"), "{got}");
+}
+
+#[test]
+fn stateful_set_updates_name_the_mutable_fields_of_the_minor() {
+    let set = |selector: Value, history: i64| {
+        json!({"spec": {"serviceName": "db", "revisionHistoryLimit": history, "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": {"app": "db", "tier": "data"}}, "spec": pod_spec(json!([{"name": "c", "image": "pg"}]))}}})
+    };
+    let old = set(json!({"app": "db"}), 10);
+    let message = |minor, new: Value| {
+        message_update(
+            "apps",
+            "statefulsets",
+            "StatefulSet",
+            minor,
+            new,
+            Some(old.clone()),
+        )
+    };
+    let before = "StatefulSet.apps \"x\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than \
+                  'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and \
+                  'minReadySeconds' are forbidden";
+    assert_eq!(message(32, set(json!({"app": "db"}), 2)), before);
+    assert_eq!(message(33, set(json!({"app": "db"}), 2)), "");
+    assert_eq!(
+        message(33, set(json!({"app": "db", "tier": "data"}), 10)),
+        "StatefulSet.apps \"x\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than \
+         'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', \
+         'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
+    );
+    assert_eq!(message(28, set(json!({"app": "db", "tier": "data"}), 10)), before);
+}
+
+#[test]
+fn immutable_config_maps_and_secrets_keep_their_data() {
+    let old = json!({"immutable": true, "data": {"a": "1"}});
+    let message = |new: Value| message_update("", "configmaps", "ConfigMap", 32, new, Some(old.clone()));
+    assert_eq!(message(old.clone()), "");
+    assert_eq!(
+        message(json!({"immutable": true, "data": {"a": "2"}})),
+        "ConfigMap \"x\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    assert_eq!(
+        message(json!({"data": {"a": "1"}, "binaryData": {"b": "eA=="}})),
+        "ConfigMap \"x\" is invalid: [immutable: Forbidden: field is immutable when `immutable` is set, binaryData: \
+         Forbidden: field is immutable when `immutable` is set]"
+    );
+    // A mutable one changes freely, and may become immutable.
+    let mutable = json!({"data": {"a": "1"}});
+    assert_eq!(
+        message_update("", "configmaps", "ConfigMap", 32, old.clone(), Some(mutable)),
+        ""
+    );
+    let secret = json!({"immutable": true, "data": {"a": "eA=="}});
+    assert_eq!(
+        message_update(
+            "",
+            "secrets",
+            "Secret",
+            32,
+            json!({"data": {"a": "eQ=="}}),
+            Some(secret)
+        ),
+        "Secret \"x\" is invalid: [immutable: Forbidden: field is immutable when `immutable` is set, data: \
+         Forbidden: field is immutable when `immutable` is set]"
+    );
+}
+
+fn pod_with(port: i64, image: &str) -> Value {
+    json!({"metadata": {"labels": {"app": "web"}}, "spec": pod_spec(json!([{"name": "c", "image": image,
+        "ports": [{"containerPort": port}]}]))})
+}
+
+#[test]
+fn pod_updates_change_images_deadlines_and_tolerations_only() {
+    let old = pod_with(80, "nginx:1.27");
+    let message = |new: Value| message_update("", "pods", "Pod", 32, new, Some(old.clone()));
+    assert_eq!(message(pod_with(80, "nginx:1.28")), "");
+    let mut relabelled = old.clone();
+    relabelled["metadata"]["labels"]["tier"] = json!("front");
+    assert_eq!(message(relabelled), "");
+    let refused = message(pod_with(8080, "nginx:1.28"));
+    let first = refused.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        "Pod \"x\" is invalid: spec: Forbidden: pod updates may not change fields other than \
+         `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` \
+         (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it \
+         was previously negative)"
+    );
+    // The diff: the old port against the new one, the image change undone.
+    assert!(
+        refused.contains("-     \"containerPort\": 80,\n+     \"containerPort\": 8080,\n"),
+        "{refused}"
+    );
+    assert!(!refused.contains("nginx:1.28"), "{refused}");
+    let mut two = old.clone();
+    if let Some(containers) = two["spec"]["containers"].as_array_mut() {
+        containers.push(json!({"name": "d", "image": "busybox"}));
+    }
+    assert_eq!(
+        message(two),
+        "Pod \"x\" is invalid: spec.containers: Forbidden: pod updates may not add or remove containers"
+    );
+    let mut deadline = old.clone();
+    deadline["spec"]["activeDeadlineSeconds"] = json!(30);
+    let mut raised = old.clone();
+    raised["spec"]["activeDeadlineSeconds"] = json!(60);
+    assert_eq!(message(deadline.clone()), "");
+    assert_eq!(
+        message_update("", "pods", "Pod", 32, raised, Some(deadline)),
+        "Pod \"x\" is invalid: spec.activeDeadlineSeconds: Invalid value: 60: must be less than or equal to previous \
+         value"
+    );
+    let mut tolerated = old.clone();
+    tolerated["spec"]["tolerations"] = json!([{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]);
+    assert_eq!(message(tolerated.clone()), "");
+    assert_eq!(
+        message_update("", "pods", "Pod", 32, old.clone(), Some(tolerated)),
+        "Pod \"x\" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified except its \
+         tolerationSeconds"
+    );
+}
+
+fn claim(mode: &str, storage: &str) -> Value {
+    json!({"spec": {"accessModes": [mode], "resources": {"requests": {"storage": storage}}}})
+}
+
+#[test]
+fn claim_specs_are_immutable_but_for_a_bound_claims_requests() {
+    let old = claim("ReadWriteOnce", "1Gi");
+    let message = |minor, new: Value, old: Value| {
+        message_update(
+            "",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            minor,
+            new,
+            Some(old),
+        )
+    };
+    assert_eq!(
+        message(32, claim("ReadWriteMany", "1Gi"), old.clone()),
+        "PersistentVolumeClaim \"x\" is invalid: spec: Forbidden: spec is immutable after creation except \
+         resources.requests and volumeAttributesClassName for bound claims\n@@ -1,6 +1,6 @@\n {\n  \"accessModes\": [\n\
+         -  \"ReadWriteOnce\"\n+  \"ReadWriteMany\"\n  ],\n  \"resources\": {\n   \"requests\": {\n"
+    );
+    assert!(
+        message(28, claim("ReadWriteMany", "1Gi"), old.clone()).starts_with(
+            "PersistentVolumeClaim \"x\" is invalid: spec: Forbidden: spec is immutable after creation \
+                          except resources.requests for bound claims\n"
+        )
+    );
+    let bound = |mut c: Value| {
+        c["status"] = json!({"phase": "Bound", "capacity": {"storage": "1Gi"}});
+        c
+    };
+    assert_eq!(
+        message(32, bound(claim("ReadWriteOnce", "2Gi")), bound(old.clone())),
+        ""
+    );
+    assert_eq!(
+        message(31, bound(claim("ReadWriteOnce", "512Mi")), bound(old.clone())),
+        "PersistentVolumeClaim \"x\" is invalid: spec.resources.requests.storage: Forbidden: field can not be less \
+         than previous value"
+    );
+    assert_eq!(
+        message(32, bound(claim("ReadWriteOnce", "512Mi")), bound(old)),
+        "PersistentVolumeClaim \"x\" is invalid: spec.resources.requests.storage: Forbidden: field can not be less \
+         than status.capacity"
+    );
+}

@@ -19,8 +19,10 @@ pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod object_meta;
 pub(crate) mod pod;
+mod pod_update;
 pub(crate) mod rbac;
 pub(crate) mod service;
+mod spec_diff;
 pub(crate) mod workloads;
 
 use std::fmt;
@@ -331,14 +333,20 @@ pub(crate) fn validate(
         ("", "pods") => pod::validate_pod(&ctx, object, old),
         ("", "podtemplates") => workloads::validate_pod_template(&ctx, object),
         ("", "replicationcontrollers") => workloads::validate_replication_controller(&ctx, object),
-        ("apps", "deployments") => workloads::validate_deployment(&ctx, object),
-        ("apps", "replicasets") => workloads::validate_replica_set(&ctx, object),
-        ("apps", "statefulsets") => workloads::validate_stateful_set(&ctx, object, old),
-        ("apps", "daemonsets") => workloads::validate_daemon_set(&ctx, object),
+        ("apps", "deployments") => {
+            workloads::validate_selector_immutable(object, old, workloads::validate_deployment(&ctx, object))
+        }
+        ("apps", "replicasets") => {
+            workloads::validate_selector_immutable(object, old, workloads::validate_replica_set(&ctx, object))
+        }
+        ("apps", "statefulsets") => workloads::validate_stateful_set(&ctx, object, old, version),
+        ("apps", "daemonsets") => {
+            workloads::validate_selector_immutable(object, old, workloads::validate_daemon_set(&ctx, object))
+        }
         ("batch", "jobs") => workloads::validate_job(&ctx, object, old),
         ("batch", "cronjobs") => workloads::validate_cron_job(&ctx, object),
         ("", "services") => service::validate_service(&ctx, object, old),
-        ("", "configmaps") => config::validate_config_map(object),
+        ("", "configmaps") => config::validate_config_map_update(object, old),
         ("", "secrets") => config::validate_secret(object, old),
         ("", "namespaces") => config::validate_namespace(object),
         ("", "serviceaccounts") => config::validate_service_account(object),
@@ -351,7 +359,9 @@ pub(crate) fn validate(
         ("coordination.k8s.io", "leases") => cluster::validate_lease(object),
         ("networking.k8s.io", "ingresses") => cluster::validate_ingress(object),
         ("networking.k8s.io", "networkpolicies") => cluster::validate_network_policy(object),
-        ("", "persistentvolumeclaims") => cluster::validate_persistent_volume_claim(object),
+        ("", "persistentvolumeclaims") => {
+            cluster::validate_persistent_volume_claim_update(object, old, version)
+        }
         ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
             admission_registration::validate_validating_admission_policy_at(object, compilation)
         }

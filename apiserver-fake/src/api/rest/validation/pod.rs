@@ -72,6 +72,10 @@ pub(crate) fn validate_pod(ctx: &Context, object: &Value, _old: Option<&Value>) 
             "cannot be set on create",
         ));
     }
+    if let Some(old) = _old {
+        let old_spec = old.get("spec").unwrap_or(&Value::Null);
+        errors.extend(super::pod_update::validate_pod_update(spec, old_spec));
+    }
     errors
 }
 

@@ -11,6 +11,7 @@ use super::pod::validate_pod_template_spec;
 use super::{
     BadValue, Context, FieldError, FieldErrors, Path, int_at, list_at, nonnegative, str_at, string_map_at,
 };
+use crate::api::catalog::KubeVersion;
 
 /// `apivalidation.FieldImmutableErrorMsg`.
 pub(crate) const FIELD_IMMUTABLE: &str = "field is immutable";
@@ -54,6 +55,194 @@ pub(crate) fn validate_replication_controller(ctx: &Context, object: &Value) -> 
     errors
 }
 
+/// The strategy's `ValidateUpdate` of a Deployment, ReplicaSet or DaemonSet written through apps/v1:
+/// the kind's spec validation, then the selector may not change (`ValidateImmutableField`, appended
+/// last as `deploymentStrategy.ValidateUpdate` and its siblings append it).
+pub(crate) fn validate_selector_immutable(
+    object: &Value,
+    old: Option<&Value>,
+    mut errors: FieldErrors,
+) -> FieldErrors {
+    if let Some(old) = old {
+        let selector = object.pointer("/spec/selector").unwrap_or(&Value::Null);
+        let old_selector = old.pointer("/spec/selector").unwrap_or(&Value::Null);
+        if !semantic_eq(selector, old_selector) {
+            errors.push(FieldError::invalid(
+                &Path::new("spec").child("selector"),
+                selector_value(selector),
+                FIELD_IMMUTABLE,
+            ));
+        }
+    }
+    errors
+}
+
+/// `apiequality.Semantic.DeepEqual` of two JSON values as the fake stores them: a missing field, a
+/// `null`, an empty list and an empty map are the same Go zero value.
+pub(crate) fn semantic_eq(a: &Value, b: &Value) -> bool {
+    fn empty(v: &Value) -> bool {
+        match v {
+            Value::Null => true,
+            Value::Array(items) => items.is_empty(),
+            Value::Object(map) => map.is_empty(),
+            _ => false,
+        }
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().all(|k| {
+                let (l, r) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                semantic_eq(l, r)
+            })
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(l, r)| semantic_eq(l, r))
+        }
+        _ => (empty(a) && empty(b)) || a == b,
+    }
+}
+
+/// `ValidateDeploymentStrategy`: `rollingUpdate` only with the `RollingUpdate` type, and then valid.
+fn deployment_strategy(spec: &Value, path: &Path, errors: &mut FieldErrors) {
+    let strategy = spec.get("strategy").unwrap_or(&Value::Null);
+    let rolling = strategy.get("rollingUpdate").filter(|r| !r.is_null());
+    match str_at(strategy, "/type") {
+        "Recreate" => {
+            if rolling.is_some() {
+                errors.push(FieldError::forbidden(
+                    &path.child("rollingUpdate"),
+                    "may not be specified when strategy `type` is 'Recreate'",
+                ));
+            }
+        }
+        "RollingUpdate" => match rolling {
+            None => errors.push(FieldError::required(
+                &path.child("rollingUpdate"),
+                "this should be defaulted and never be nil",
+            )),
+            Some(rolling) => rolling_update_deployment(rolling, &path.child("rollingUpdate"), errors),
+        },
+        kind => {
+            // `field.NotSupported(fldPath, strategy, ...)`: the whole internal struct is the value.
+            let rolling_go = if rolling.is_some() {
+                "(*apps.RollingUpdateDeployment)(...)"
+            } else {
+                "(*apps.RollingUpdateDeployment)(nil)"
+            };
+            errors.push(FieldError {
+                kind: super::ErrorType::NotSupported,
+                field: path.clone(),
+                value: BadValue::Rendered {
+                    go: format!(
+                        "apps.DeploymentStrategy{{Type:{}, RollingUpdate:{rolling_go}}}",
+                        go_string(kind)
+                    ),
+                    json: serde_json::to_string(&serde_json::json!({"Type": kind, "RollingUpdate": rolling}))
+                        .unwrap_or_default(),
+                },
+                detail: "supported values: \"Recreate\", \"RollingUpdate\"".to_owned(),
+            });
+        }
+    }
+}
+
+/// `ValidateRollingUpdateDeployment`: both bounds non-negative ints or valid percentages, not both
+/// zero, `maxUnavailable` at most 100%.
+fn rolling_update_deployment(rolling: &Value, path: &Path, errors: &mut FieldErrors) {
+    let unavailable = IntOrString::of(rolling.get("maxUnavailable"));
+    let surge = IntOrString::of(rolling.get("maxSurge"));
+    let unavailable_path = path.child("maxUnavailable");
+    unavailable.validate_positive(&unavailable_path, errors);
+    surge.validate_positive(&path.child("maxSurge"), errors);
+    if unavailable.value() == 0 && surge.value() == 0 {
+        errors.push(FieldError::invalid(
+            &unavailable_path,
+            unavailable.bad_value(),
+            "may not be 0 when `maxSurge` is 0",
+        ));
+    }
+    if unavailable.percent().is_some_and(|p| p > 100) {
+        errors.push(FieldError::invalid(
+            &unavailable_path,
+            unavailable.bad_value(),
+            "must not be greater than 100%",
+        ));
+    }
+}
+
+/// `IsValidPercent`'s message (`RegexError` with its examples).
+const PERCENT_MESSAGE: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. \
+    '1%',  or '93%', regex used for validation is '[0-9]+%')";
+
+/// An `intstr.IntOrString` as decoded (a missing one is the zero value, the int 0).
+#[derive(Debug, Clone, Copy)]
+enum IntOrString<'a> {
+    /// `intstr.Int`.
+    Int(i64),
+    /// `intstr.String`.
+    Str(&'a str),
+}
+
+impl<'a> IntOrString<'a> {
+    fn of(value: Option<&'a Value>) -> Self {
+        match value {
+            Some(Value::String(s)) => Self::Str(s),
+            Some(other) => Self::Int(other.as_i64().unwrap_or_default()),
+            None => Self::Int(0),
+        }
+    }
+
+    /// `getPercentValue`: the number of a valid percentage (`^[0-9]+%$`).
+    fn percent(self) -> Option<i64> {
+        let Self::Str(s) = self else { return None };
+        let digits = s.strip_suffix('%')?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(digits.parse().unwrap_or(i64::MAX))
+    }
+
+    /// `getIntOrPercentValue`: the percentage, else `IntValue()` (a string that is no integer is 0).
+    fn value(self) -> i64 {
+        match (self.percent(), self) {
+            (Some(p), _) => p,
+            (None, Self::Int(i)) => i,
+            (None, Self::Str(s)) => s.parse().unwrap_or_default(),
+        }
+    }
+
+    /// `ValidatePositiveIntOrPercent`.
+    fn validate_positive(self, path: &Path, errors: &mut FieldErrors) {
+        match self {
+            Self::Str(_) if self.percent().is_none() => {
+                errors.push(FieldError::invalid(path, self.bad_value(), PERCENT_MESSAGE));
+            }
+            Self::Str(_) => {}
+            Self::Int(i) => nonnegative(errors, Some(i), path),
+        }
+    }
+
+    /// The value as a bad value: Go's `%#v` of the struct before 1.34, its JSON from 1.34.
+    fn bad_value(self) -> BadValue {
+        match self {
+            Self::Int(i) => BadValue::Rendered {
+                go: format!("intstr.IntOrString{{Type:0, IntVal:{i}, StrVal:\"\"}}"),
+                json: i.to_string(),
+            },
+            Self::Str(s) => BadValue::Rendered {
+                go: format!("intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}", go_string(s)),
+                json: serde_json::to_string(s).unwrap_or_default(),
+            },
+        }
+    }
+}
+
+/// Go's `%q` (`%#v`) of a string.
+fn go_string(s: &str) -> String {
+    super::go_quote(s)
+}
+
 /// `ValidateDeploymentSpec`.
 pub(crate) fn validate_deployment(ctx: &Context, object: &Value) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
@@ -62,6 +251,7 @@ pub(crate) fn validate_deployment(ctx: &Context, object: &Value) -> FieldErrors 
     nonnegative(&mut errors, int_at(spec, "/replicas"), &path.child("replicas"));
     let selector = required_selector(ctx, spec, &path, "deployment", &mut errors);
     template_for_replica_set(ctx, spec, selector.as_ref(), &path, &mut errors);
+    deployment_strategy(spec, &path.child("strategy"), &mut errors);
     let min_ready = int_at(spec, "/minReadySeconds");
     nonnegative(&mut errors, min_ready, &path.child("minReadySeconds"));
     nonnegative(
@@ -101,8 +291,13 @@ pub(crate) fn validate_replica_set(ctx: &Context, object: &Value) -> FieldErrors
 }
 
 /// `ValidateStatefulSetSpec` (which, as upstream, does not validate the template's pod spec), and on
-/// update the fields that may change.
-pub(crate) fn validate_stateful_set(ctx: &Context, object: &Value, old: Option<&Value>) -> FieldErrors {
+/// update the fields that may change at `version`.
+pub(crate) fn validate_stateful_set(
+    ctx: &Context,
+    object: &Value,
+    old: Option<&Value>,
+    version: KubeVersion,
+) -> FieldErrors {
     let spec = object.get("spec").unwrap_or(&Value::Null);
     let path = Path::new("spec");
     let mut errors = FieldErrors::new();
@@ -136,32 +331,48 @@ pub(crate) fn validate_stateful_set(ctx: &Context, object: &Value, old: Option<&
     restart_always(&mut errors, template, &template_path);
     no_active_deadline(&mut errors, template, &template_path, "StatefulSet");
     if let Some(old) = old.and_then(|o| o.get("spec")) {
-        let mutable = [
-            "replicas",
-            "template",
-            "updateStrategy",
-            "minReadySeconds",
-            "ordinals",
-            "persistentVolumeClaimRetentionPolicy",
-        ];
-        let strip = |spec: &Value| {
-            let mut spec = spec.clone();
-            if let Some(map) = spec.as_object_mut() {
-                for field in mutable {
-                    map.remove(field);
-                }
-            }
-            spec
-        };
-        if strip(spec) != strip(old) {
-            errors.push(FieldError::forbidden(
-                &path,
-                "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', \
-                 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
-            ));
-        }
+        stateful_set_update(spec, old, version, &mut errors);
     }
     errors
+}
+
+/// `ValidateStatefulSetUpdate`'s rule: only `replicas`, `ordinals`, `template`, `updateStrategy`,
+/// `persistentVolumeClaimRetentionPolicy`, `minReadySeconds` and (from 1.33, kubernetes/kubernetes
+/// issue 130263) `revisionHistoryLimit` may change; anything else (the selector,
+/// `volumeClaimTemplates`, `serviceName`, ...) is one `spec: Forbidden` whose list names them.
+fn stateful_set_update(spec: &Value, old: &Value, version: KubeVersion, errors: &mut FieldErrors) {
+    let history_mutable = version.minor >= 33;
+    let mut mutable = vec![
+        "replicas",
+        "template",
+        "updateStrategy",
+        "minReadySeconds",
+        "ordinals",
+        "persistentVolumeClaimRetentionPolicy",
+    ];
+    if history_mutable {
+        mutable.push("revisionHistoryLimit");
+    }
+    let strip = |spec: &Value| {
+        let mut spec = spec.clone();
+        if let Some(map) = spec.as_object_mut() {
+            for field in &mutable {
+                map.remove(*field);
+            }
+        }
+        spec
+    };
+    if !semantic_eq(&strip(spec), &strip(old)) {
+        let detail = if history_mutable {
+            "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', \
+             'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and \
+             'minReadySeconds' are forbidden"
+        } else {
+            "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', \
+             'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
+        };
+        errors.push(FieldError::forbidden(&Path::new("spec"), detail));
+    }
 }
 
 /// `ValidateDaemonSetSpec`.
@@ -530,26 +741,57 @@ fn selector_mismatch(template_path: &Path, labels: Vec<(String, String)>) -> Fie
     )
 }
 
-/// A `*metav1.LabelSelector` as a bad value: Go's `%#v` of the pointer before 1.34, JSON after.
+/// A `*metav1.LabelSelector` as a bad value. Before 1.34 `ErrorBody` dereferences the pointer and prints
+/// Go's `%#v` of the struct (`v1.LabelSelector{MatchLabels:map[string]string{"app":"web"},
+/// MatchExpressions:[]v1.LabelSelectorRequirement(nil)}`, as clusters print the famous selector error);
+/// from 1.34 its JSON.
 fn selector_value(selector: &Value) -> BadValue {
+    if selector.is_null() {
+        return BadValue::Rendered {
+            go: "null".to_owned(),
+            json: "null".to_owned(),
+        };
+    }
     let labels = match selector.get("matchLabels") {
         Some(Value::Object(map)) => {
-            let mut entries: Vec<String> = map
+            let mut entries: Vec<(String, String)> = map
                 .iter()
-                .map(|(k, v)| format!("{k:?}:{:?}", v.as_str().unwrap_or_default()))
+                .map(|(k, v)| (go_string(k), go_string(v.as_str().unwrap_or_default())))
                 .collect();
             entries.sort();
+            let entries: Vec<String> = entries.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
             format!("map[string]string{{{}}}", entries.join(", "))
         }
         _ => "map[string]string(nil)".to_owned(),
     };
-    let expressions = if list_at(selector, "/matchExpressions").is_empty() {
-        "[]v1.LabelSelectorRequirement(nil)".to_owned()
-    } else {
-        "[]v1.LabelSelectorRequirement{...}".to_owned()
+    let expressions = match selector.get("matchExpressions") {
+        Some(Value::Array(items)) => {
+            let items: Vec<String> = items
+                .iter()
+                .map(|e| {
+                    let values = match e.get("values") {
+                        Some(Value::Array(values)) => {
+                            let quoted: Vec<String> = values
+                                .iter()
+                                .map(|v| go_string(v.as_str().unwrap_or_default()))
+                                .collect();
+                            format!("[]string{{{}}}", quoted.join(", "))
+                        }
+                        _ => "[]string(nil)".to_owned(),
+                    };
+                    format!(
+                        "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:{values}}}",
+                        go_string(str_at(e, "/key")),
+                        go_string(str_at(e, "/operator"))
+                    )
+                })
+                .collect();
+            format!("[]v1.LabelSelectorRequirement{{{}}}", items.join(", "))
+        }
+        _ => "[]v1.LabelSelectorRequirement(nil)".to_owned(),
     };
     BadValue::Rendered {
-        go: format!("&v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{expressions}}}"),
+        go: format!("v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{expressions}}}"),
         json: serde_json::to_string(selector).unwrap_or_default(),
     }
 }
