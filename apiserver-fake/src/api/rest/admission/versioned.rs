@@ -78,7 +78,8 @@ impl ObjectConvertor {
     }
 
     /// `ConvertToGVK`: `object`, at `from`, at version `to` of the request's resource; an object
-    /// already at `to` is returned as it is.
+    /// already at `to` is returned as it is (not even relabelled: the review labels what it sends, and
+    /// relabelling twice would move the keys `present` does not order).
     pub(crate) async fn convert(
         &mut self,
         attributes: &Attributes,
@@ -89,13 +90,13 @@ impl ObjectConvertor {
         let present = |object: Value, version: &str| {
             crate::api::rest::object::present(object, &attributes.kind_api_version(version), &attributes.kind)
         };
-        let object = present(object.clone(), from);
         if from == to {
-            return Ok(object);
+            return Ok(object.clone());
         }
         match self.converter().await {
-            Some(converter) => Ok(present(converter.convert(object, to).await?, to)),
-            None => Ok(present(object, to)),
+            // The webhook's answer is checked to be at `to`, with the kind.
+            Some(converter) => converter.convert(present(object.clone(), from), to).await,
+            None => Ok(present(object.clone(), to)),
         }
     }
 }
