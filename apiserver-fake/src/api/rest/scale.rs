@@ -7,7 +7,10 @@
 //!
 //! Custom resources whose CRD version declares `subresources.scale` get the same view through the CRD's
 //! JSON paths, as the apiextensions server's `scaleFromCustomResource`: `specReplicasPath` and
-//! `statusReplicasPath` (0 when absent) and the optional `labelSelectorPath` (a string).
+//! `statusReplicasPath` (0 when absent) and the optional `labelSelectorPath` (a string). A write of it
+//! is validated as an update of the custom resource (its schema, `maximum` included, and its
+//! `x-kubernetes-validations`, ratcheted): a refusal is the custom resource's 422
+//! (`Widget.example.com "w" is invalid: spec.replicas: ...`), as upstream's `ScaleREST.Update`.
 
 use super::admission::{self, Attributes, Operation};
 use axum::body::Body;
@@ -204,6 +207,40 @@ pub(crate) fn scale_of(parent: &Value) -> Value {
     })
 }
 
+/// The replicas of the `Scale` `wanted`, checked as upstream's `ValidateScale` (not negative) after
+/// the name on the URL (an update's body must name the object addressed).
+fn checked_replicas(req: &RestRequest<'_>, wanted: &Value) -> Result<i64, Status> {
+    let replicas = wanted
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let name = wanted
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if req.info.verb == "update" && name != req.info.name {
+        return Err(Status::bad_request(
+            "the name of the object (".to_owned()
+                + name
+                + ") does not match the name on the URL ("
+                + &req.info.name
+                + ")",
+        ));
+    }
+    if replicas < 0 {
+        return Err(Status::invalid(
+            &GroupKind::new("autoscaling", "Scale"),
+            &req.info.name,
+            vec![StatusCause {
+                reason: "FieldValueInvalid".to_owned(),
+                message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                field: "spec.replicas".to_owned(),
+            }],
+        ));
+    }
+    Ok(replicas)
+}
+
 /// GET, PUT or PATCH on `…/<name>/scale`.
 pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response, Status> {
     let storage = req.resource.storage();
@@ -248,34 +285,7 @@ pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response
         attributes.kind_api_version = Some("autoscaling/v1".to_owned());
         let mut admission_warnings = admission::mutate(req, &mut attributes).await?.warnings;
         let wanted = attributes.object.take().unwrap_or(wanted);
-        let replicas = wanted
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let name = wanted
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if req.info.verb == "update" && name != req.info.name {
-            return Err(Status::bad_request(
-                "the name of the object (".to_owned()
-                    + name
-                    + ") does not match the name on the URL ("
-                    + &req.info.name
-                    + ")",
-            ));
-        }
-        if replicas < 0 {
-            return Err(Status::invalid(
-                &GroupKind::new("autoscaling", "Scale"),
-                &req.info.name,
-                vec![StatusCause {
-                    reason: "FieldValueInvalid".to_owned(),
-                    message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
-                    field: "spec.replicas".to_owned(),
-                }],
-            ));
-        }
+        let replicas = checked_replicas(req, &wanted)?;
         let current_rv = resource_version(&current);
         let precondition = wanted
             .pointer("/metadata/resourceVersion")
@@ -290,6 +300,10 @@ pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response
         mapping.set_replicas(&mut next, replicas);
         generation::prepare_for_update(req.generation_bump(), &current, &mut next);
         super::write::record_update(req, Some(&current), &mut next);
+        // The parent's strategy validates the parent as any update of it: a custom resource's schema
+        // and rules (upstream's `ScaleREST.Update` goes through the store's update with the custom
+        // resource strategy), before validating admission.
+        let rule_warnings = super::write::validate_rules(req, Some(&current), &next)?;
         let mut attributes = Attributes::of(
             req,
             Operation::Update,
@@ -300,7 +314,11 @@ pub(crate) async fn handle(req: &RestRequest<'_>, body: Body) -> Result<Response
         attributes.kind = "Scale".to_owned();
         attributes.kind_api_version = Some("autoscaling/v1".to_owned());
         admission_warnings.extend(admission::validate(req, &attributes).await?.warnings);
-        let warnings: Vec<String> = warnings.into_iter().chain(admission_warnings).collect();
+        let warnings: Vec<String> = warnings
+            .into_iter()
+            .chain(rule_warnings)
+            .chain(admission_warnings)
+            .collect();
         if req.query.dry_run().unwrap_or(false) {
             return Ok(super::write::with_warnings(
                 req.respond(StatusCode::OK, &mapping.scale_of(&next)),

@@ -338,7 +338,7 @@ fn validate_schema(req: &RestRequest<'_>, object: &Value, old: Option<&Value>) -
 /// when they do not hold; the warnings of ratcheted rules otherwise.
 ///
 /// [`RestContext`]: super::RestContext
-fn validate_rules(
+pub(super) fn validate_rules(
     req: &RestRequest<'_>,
     current: Option<&Value>,
     object: &Value,
