@@ -698,7 +698,7 @@ fn resources(errors: &mut FieldErrors, resources: &[String], at: &Path) {
 
 /// `ValidateWebhookURL` with `forceHttps`: Go's `url.Parse` split into scheme, user, host, query and
 /// fragment.
-fn webhook_url(errors: &mut FieldErrors, url: &str, at: &Path) {
+pub(crate) fn webhook_url(errors: &mut FieldErrors, url: &str, at: &Path) {
     const FORM: &str = "; desired format: https://host[/path]";
     let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
     let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -759,7 +759,7 @@ fn webhook_url(errors: &mut FieldErrors, url: &str, at: &Path) {
 }
 
 /// `ValidateWebhookService`: name, namespace, port and a path of DNS-subdomain segments.
-fn webhook_service(errors: &mut FieldErrors, service: &Value, at: &Path) {
+pub(crate) fn webhook_service(errors: &mut FieldErrors, service: &Value, at: &Path) {
     if str_at(service, "/name").is_empty() {
         errors.push(FieldError::required(
             &at.child("name"),

@@ -17,6 +17,7 @@
 pub(crate) mod admission_registration;
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod custom_resource_definition;
 pub(crate) mod object_meta;
 pub(crate) mod pod;
 mod pod_update;
@@ -376,6 +377,9 @@ pub(crate) fn validate(
         }
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
             admission_registration::validate_webhook_configuration_at(object, true, compilation)
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            custom_resource_definition::validate_custom_resource_definition(object, old)
         }
         _ => Vec::new(),
     }
