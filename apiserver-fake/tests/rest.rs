@@ -557,32 +557,37 @@ async fn patch_types() {
 
 #[tokio::test]
 async fn strategic_merge_and_apply_follow_the_schema() {
+    // A Deployment's pod template merges as a Pod's spec, and unlike a Pod's it may change freely.
+    const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
     const PODS: &str = "/api/v1/namespaces/default/pods";
     let api = Api::new();
-    let created = api
-        .post(
-            PODS,
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
-                   "spec": {"containers": [
+    let spec = json!({"containers": [
                        {"name": "app", "image": "app:1", "ports": [{"containerPort": 80}]},
                        {"name": "side", "image": "side:1"}
-                   ], "tolerations": [{"key": "a", "operator": "Exists"}]}}),
+                   ], "tolerations": [{"key": "a", "operator": "Exists"}]});
+    let created = api
+        .post(
+            DEPLOYMENTS,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                   "spec": {"selector": {"matchLabels": {"app": "web"}},
+                            "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}}}),
         )
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
-    let uri = format!("{PODS}/web");
+    let patch = r#"{"spec":{
+                "containers":[{"name":"app","image":"app:2"},{"name":"new","image":"new:1"}],
+                "tolerations":[{"key":"b","operator":"Exists"}]}}"#;
+    let uri = format!("{DEPLOYMENTS}/web");
     let smp = api
         .patch(
             &uri,
             "application/strategic-merge-patch+json",
-            r#"{"spec":{
-                "containers":[{"name":"app","image":"app:2"},{"name":"new","image":"new:1"}],
-                "tolerations":[{"key":"b","operator":"Exists"}]}}"#,
+            &format!(r#"{{"spec":{{"template":{patch}}}}}"#),
         )
         .await;
     assert_eq!(smp.status, StatusCode::OK, "{}", smp.text);
-    let spec = &smp.json()["spec"];
-    let names: Vec<&str> = spec["containers"]
+    let merged = &smp.json()["spec"]["template"]["spec"];
+    let names: Vec<&str> = merged["containers"]
         .as_array()
         .unwrap()
         .iter()
@@ -590,14 +595,42 @@ async fn strategic_merge_and_apply_follow_the_schema() {
         .collect();
     // Merged by name, the new container before the server's remaining one (upstream's order).
     assert_eq!(names, ["app", "new", "side"]);
-    assert_eq!(spec["containers"][0]["ports"][0]["containerPort"], 80);
+    assert_eq!(merged["containers"][0]["ports"][0]["containerPort"], 80);
     // tolerations have no patch strategy: replaced.
-    assert_eq!(spec["tolerations"], json!([{"key": "b", "operator": "Exists"}]));
+    assert_eq!(merged["tolerations"], json!([{"key": "b", "operator": "Exists"}]));
+    // The same patch of a Pod merges the same way, and then a Pod's update rules refuse it.
+    let pod = api
+        .post(
+            PODS,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": spec}),
+        )
+        .await;
+    assert_eq!(pod.status, StatusCode::CREATED, "{}", pod.text);
+    let refused = api
+        .patch(
+            &format!("{PODS}/web"),
+            "application/strategic-merge-patch+json",
+            patch,
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text
+    );
+    assert!(
+        refused
+            .text
+            .contains("pod updates may not add or remove containers"),
+        "{}",
+        refused.text
+    );
     let keyless = api
         .patch(
             &uri,
             "application/strategic-merge-patch+json",
-            r#"{"spec":{"containers":[{"image":"x"}]}}"#,
+            r#"{"spec":{"template":{"spec":{"containers":[{"image":"x"}]}}}}"#,
         )
         .await;
     assert_eq!(keyless.status, StatusCode::INTERNAL_SERVER_ERROR);
@@ -610,12 +643,13 @@ async fn strategic_merge_and_apply_follow_the_schema() {
         .patch(
             &format!("{uri}?fieldManager=test&force=true"),
             "application/apply-patch+yaml",
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    \
-             ports:\n    - containerPort: 80\n      name: http\n",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  selector:\n    matchLabels:\n      app: web\n  \
+             template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: app\n        \
+             ports:\n        - containerPort: 80\n          name: http\n",
         )
         .await;
     assert_eq!(applied.status, StatusCode::OK, "{}", applied.text);
-    let containers = &applied.json()["spec"]["containers"];
+    let containers = &applied.json()["spec"]["template"]["spec"]["containers"];
     assert_eq!(containers.as_array().map(Vec::len), Some(3));
     assert_eq!(containers[0]["image"], "app:2");
     assert_eq!(
