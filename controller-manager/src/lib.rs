@@ -7,8 +7,9 @@
 //!
 //! - a shared [`DiscoveryCache`] (aggregated discovery, refreshed every 30 s),
 //! - the controllers [`controllers::known`] lists that `--controllers` selects, each with upstream's
-//!   name: the namespace controller (`namespace-controller`, alias `namespace`) and the garbage
-//!   collector (`garbage-collector-controller`, alias `garbagecollector`), and
+//!   name: the namespace controller (`namespace-controller`, alias `namespace`), the garbage
+//!   collector (`garbage-collector-controller`, alias `garbagecollector`) and the
+//!   ValidatingAdmissionPolicy status controller (`validatingadmissionpolicy-status-controller`), and
 //! - a Prometheus registry their metrics go to (upstream's names, e.g. `workqueue_adds_total`), which
 //!   [`serving`] serves over HTTPS at `/metrics` as kube-controller-manager's secure port does.
 //!

@@ -39,7 +39,10 @@
 //! A binding's `paramRef` gives the `params` of one evaluation per parameter ([`super::policy_params`]);
 //! `auditAnnotations` are added to the request's audit event as `<policy>/<key>`.
 //!
-//! Not done: and the status's type checking.
+//! The status (`observedGeneration`, `typeChecking: {}`) is written by the controller manager's
+//! `validatingadmissionpolicy-status-controller` (`controller_manager::controllers`), through the API.
+//!
+//! Not done: the status's type checking (no `expressionWarnings` are ever reported).
 
 use serde_json::{Value, json};
 
