@@ -1126,7 +1126,8 @@ async fn namespaces_and_crds() {
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
         "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
-                 "versions": [{"name": "v1", "served": true, "storage": true}]}});
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
     let created = api
         .post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
         .await
@@ -1576,7 +1577,8 @@ async fn crds_track_generation_on_spec_changes() {
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "gadgets.example.com"},
         "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
-                 "versions": [{"name": "v1", "served": true, "storage": true}]}});
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
     let uri = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     let created = api.post(uri, crd).await.json();
     assert_eq!(generation(&created), Some(1));
