@@ -270,7 +270,7 @@ pub struct RestContext {
     /// `--emulated-version` (the binary's unless set): the minor the server emulates, whose CEL
     /// environment new expressions compile in ([`crate::cel::EnvironmentType`]) and whose feature-gate
     /// defaults decide which gated fields the strategies keep and which validation rules apply
-    /// ([`feature_gates`]).
+    /// (`feature_gates`).
     pub emulated_version: KubeVersion,
     /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK (upstream: about a minute).
     pub bookmark_interval: Duration,

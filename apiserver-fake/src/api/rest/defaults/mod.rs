@@ -13,8 +13,8 @@
 //!
 //! Custom resources get their CRD version's structural-schema defaults instead
 //! (`structural::defaulting`). Where a default depends on a feature gate, the gate's default at the
-//! binary's version is followed ([`super::feature_gates`]); the fake does not accept `--feature-gates` for
-//! these gates. The strategies' `dropDisabledFields` steps are [`drop_disabled_fields`], at the emulated
+//! binary's version is followed (`super::feature_gates`); the fake does not accept `--feature-gates` for
+//! these gates. The strategies' `dropDisabledFields` steps are `drop_disabled_fields`, at the emulated
 //! version.
 //!
 //! One module per API group: `core` (with `pod` for the pod spec shared by every template and
