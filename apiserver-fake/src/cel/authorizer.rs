@@ -40,7 +40,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use cel::IdedExpr;
-use cel::common::ast::{EntryExpr, Expr, LiteralValue};
+use cel::common::ast::{Expr, LiteralValue};
 use cel::common::types::{STRING_TYPE, Type};
 use cel::common::value::{CowVal, Val};
 use cel::objects::Opaque;
@@ -604,54 +604,31 @@ fn argument_type(expr: &IdedExpr) -> &'static str {
 /// that type takes. Calls on other values are not checked (the crate has no checker).
 pub(crate) fn type_errors(root: &IdedExpr) -> Vec<(u64, String)> {
     let mut errors = Vec::new();
-    let mut pending = vec![root];
-    while let Some(expr) = pending.pop() {
-        match &expr.expr {
-            Expr::Call(call) => {
-                if let Some(receiver) = call.target.as_deref().and_then(library_type) {
-                    let arguments: Vec<&str> = call.args.iter().map(argument_type).collect();
-                    let matches = METHODS.iter().any(|(on, name, arity, _)| {
-                        *on == receiver
-                            && *name == call.func_name
-                            && *arity == arguments.len()
-                            && arguments.iter().all(|a| matches!(*a, "string" | "dyn"))
-                    });
-                    if !matches {
-                        errors.push((
-                            expr.id,
-                            format!(
-                                "found no matching overload for '{}' applied to '{receiver}.({})'",
-                                call.func_name,
-                                arguments.join(", ")
-                            ),
-                        ));
-                    }
-                }
-                pending.extend(call.target.as_deref());
-                pending.extend(&call.args);
-            }
-            Expr::Comprehension(c) => {
-                pending.extend([&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]);
-            }
-            Expr::List(list) => pending.extend(&list.elements),
-            Expr::Map(map) => {
-                for entry in &map.entries {
-                    if let EntryExpr::MapEntry(entry) = &entry.expr {
-                        pending.extend([&entry.key, &entry.value]);
-                    }
-                }
-            }
-            Expr::Struct(s) => {
-                for entry in &s.entries {
-                    if let EntryExpr::StructField(field) = &entry.expr {
-                        pending.push(&field.value);
-                    }
-                }
-            }
-            Expr::Select(select) => pending.push(&select.operand),
-            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    super::objects::visit(root, &mut |expr| {
+        let Expr::Call(call) = &expr.expr else {
+            return;
+        };
+        let Some(receiver) = call.target.as_deref().and_then(library_type) else {
+            return;
+        };
+        let arguments: Vec<&str> = call.args.iter().map(argument_type).collect();
+        let matches = METHODS.iter().any(|(on, name, arity, _)| {
+            *on == receiver
+                && *name == call.func_name
+                && *arity == arguments.len()
+                && arguments.iter().all(|a| matches!(*a, "string" | "dyn"))
+        });
+        if !matches {
+            errors.push((
+                expr.id,
+                format!(
+                    "found no matching overload for '{}' applied to '{receiver}.({})'",
+                    call.func_name,
+                    arguments.join(", ")
+                ),
+            ));
         }
-    }
+    });
     errors.sort_unstable();
     errors
 }

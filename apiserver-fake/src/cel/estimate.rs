@@ -108,30 +108,7 @@ fn max_string_length(format: Option<&str>) -> i64 {
 
 /// apiserver `cel.Escape`: a property name as CEL names it, or `None` when it cannot be named.
 fn escape(name: &str) -> Option<String> {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    if RESERVED.contains(&name) {
+    if super::RESERVED_WORDS.contains(&name) {
         return Some(format!("__{name}__"));
     }
     let mut chars = name.chars();

@@ -32,6 +32,31 @@ use cel::common::ast::Expr;
 use cel::{Context, Env, Program};
 pub use environment::EnvironmentType;
 
+/// CEL's reserved words (the spec's, as cel-go reserves them): never an identifier, escaped as
+/// `__word__` when a schema property has such a name (apiserver's `cel.Escape`).
+pub(crate) const RESERVED_WORDS: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
 /// The environment every expression runs in, built once.
 static ENVIRONMENT: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(library::environment()));
 

@@ -195,7 +195,7 @@ pub(crate) fn object_types(root: &cel::IdedExpr) -> Vec<String> {
 }
 
 /// Calls `f` on every node of `root`, without recursion.
-fn visit<'a>(root: &'a cel::IdedExpr, f: &mut impl FnMut(&'a cel::IdedExpr)) {
+pub(super) fn visit<'a>(root: &'a cel::IdedExpr, f: &mut impl FnMut(&'a cel::IdedExpr)) {
     let mut pending = vec![root];
     while let Some(expr) = pending.pop() {
         f(expr);
