@@ -3,6 +3,7 @@
 //! `oldSelf`, its message expression and its cost limit): never a panic.
 #![no_main]
 
+use apiserver_fake::api::catalog::KubeVersion;
 use apiserver_fake::api::rest::structural::validation_rules;
 use apiserver_fake::cel::{compile, evaluate, value::to_cel};
 use libfuzzer_sys::fuzz_target;
@@ -20,7 +21,12 @@ fuzz_target!(|data: &[u8]| {
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
         "x-kubernetes-validations": [{"rule": source, "messageExpression": source}]}}});
-    let _ = validation_rules::validate(&schema, &object, Some(&object));
+    for ratcheting in [false, true] {
+        let _ = validation_rules::validate(&schema, &object, Some(&object), ratcheting);
+    }
     let crd = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}});
-    let _ = validation_rules::check_definition(&crd);
+    // As a new expression at the oldest minor (its environment lacks libraries) and the newest.
+    for minor in [28, 36] {
+        let _ = validation_rules::check_definition(&crd, None, KubeVersion { major: 1, minor });
+    }
 });
