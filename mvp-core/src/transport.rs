@@ -52,8 +52,14 @@ type PeerClient = Client<HttpsConnector<HttpConnector>, PeerRequestBody>;
 /// and a TLS handshake on each thread's first request to a peer.
 #[derive(Clone)]
 pub struct PeerTransport {
-    pools: Arc<ThreadLocal<PeerPools>>,
-    config: Arc<rustls::ClientConfig>,
+    /// Behind one `Arc`: the proxy clones the transport for every forwarded request.
+    shared: Arc<SharedPools>,
+}
+
+/// What every clone of a [`PeerTransport`] shares: each thread's pools and what builds them.
+struct SharedPools {
+    pools: ThreadLocal<PeerPools>,
+    config: rustls::ClientConfig,
     server_name: ServerName<'static>,
 }
 
@@ -117,9 +123,11 @@ impl PeerTransport {
         // hyper-rustls asserts an empty list and then sets its own.
         config.alpn_protocols.clear();
         Ok(Self {
-            pools: Arc::new(ThreadLocal::new()),
-            config: Arc::new(config),
-            server_name: name,
+            shared: Arc::new(SharedPools {
+                pools: ThreadLocal::new(),
+                config,
+                server_name: name,
+            }),
         })
     }
 
@@ -136,9 +144,10 @@ impl PeerTransport {
         req: Request<PeerRequestBody>,
     ) -> Result<Response<Incoming>, TransportError> {
         let endpoint = req.uri().authority().map(ToString::to_string).unwrap_or_default();
-        let pools = self
+        let shared = &*self.shared;
+        let pools = shared
             .pools
-            .get_or(|| PeerPools::new(&self.config, &self.server_name));
+            .get_or(|| PeerPools::new(&shared.config, &shared.server_name));
         let client = if req
             .extensions()
             .get::<RequestInfo>()
