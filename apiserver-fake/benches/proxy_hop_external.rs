@@ -18,6 +18,11 @@
 //! The paths are measured interleaved (every round runs each path in turn, the order rotating) and the
 //! figures are medians across rounds, so a neighbour's build slowing the machine hits every path alike.
 //!
+//! With `-- --processes` (and `--features etcd`) the cluster is the same two servers each in its own
+//! process on a private etcd (`cluster --etcd`), as kube-apiserver runs, one per machine: the figures
+//! are then `a`'s and `b`'s processes' CPU (plus nginx's), not etcd's, which every path pays alike (each
+//! request is one etcd read at `b`).
+//!
 //! Run with: `cargo bench -p apiserver-fake --bench proxy_hop_external` (`-- --quick`: one round of
 //! one second per case). A missing tool skips its rows with a message (Debian: `apt-get install -y wrk
 //! nghttp2-client nginx`).
@@ -41,22 +46,18 @@ struct Settings {
     rounds: usize,
     seconds: u64,
     concurrencies: Vec<usize>,
+    /// Each server its own process on etcd, instead of the demo's one process.
+    processes: bool,
 }
 
 impl Settings {
     fn from_args() -> Self {
-        if std::env::args().any(|a| a == "--quick") {
-            Self {
-                rounds: 1,
-                seconds: 1,
-                concurrencies: vec![1, 4],
-            }
-        } else {
-            Self {
-                rounds: 3,
-                seconds: 3,
-                concurrencies: vec![1, 4],
-            }
+        let quick = std::env::args().any(|a| a == "--quick");
+        Self {
+            rounds: if quick { 1 } else { 3 },
+            seconds: if quick { 1 } else { 3 },
+            concurrencies: vec![1, 4],
+            processes: std::env::args().any(|a| a == "--processes"),
         }
     }
 }
@@ -285,14 +286,32 @@ fn main() {
         println!("skipped: neither wrk nor h2load is installed");
         return;
     }
+    if settings.processes && !cfg!(feature = "etcd") {
+        println!(
+            "skipped: --processes needs the etcd feature (cargo bench -p apiserver-fake --features etcd ...)"
+        );
+        return;
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let scratch = tempfile::tempdir().expect("tempdir");
     let dir = scratch.path().join("demo");
-    let mut demo = Demo::start(&dir, &["--lb", "none", "--no-controller-manager"]);
+    let mut args = vec!["--lb", "none", "--no-controller-manager"];
+    if settings.processes {
+        args.push("--etcd");
+    }
+    let mut demo = Demo::start(&dir, &args);
     let manifest = demo.wait_for_manifest(&dir);
-    let demo_pid = u32::try_from(manifest["pid"].as_u64().expect("cluster.json has the pid")).expect("pid");
+    let pid = |value: &serde_json::Value| {
+        u32::try_from(value["pid"].as_u64().expect("cluster.json has the pid")).expect("pid")
+    };
     let (a, b) = (server(&manifest, "a"), server(&manifest, "b"));
+    // The processes whose CPU the servers cost: the demo's one, or each server's own.
+    let mut pids = if settings.processes {
+        vec![pid(a), pid(b)]
+    } else {
+        vec![pid(&manifest)]
+    };
     let (count, size) = runtime.block_on(async {
         let filled = fill(&admin(&dir, b)).await;
         support::wait_for_proxy(&admin(&dir, a)).await;
@@ -320,16 +339,19 @@ fn main() {
         ("direct", b_url),
         ("hop", a["url"].as_str().expect("url").to_owned()),
     ];
-    let mut pids = vec![demo_pid];
     if let Some(nginx) = &nginx {
         paths.push(("nginx", nginx.url.clone()));
         pids.extend(&nginx.pids);
     }
     println!(
-        "Jobs list: {count} Jobs, {size} bytes; {} rounds of {} s per case, paths interleaved; CPU: the demo process \
-         (a and b){}",
+        "Jobs list: {count} Jobs, {size} bytes; {} rounds of {} s per case, paths interleaved; CPU: {}{}",
         settings.rounds,
         settings.seconds,
+        if settings.processes {
+            "a's and b's processes (etcd's not counted)"
+        } else {
+            "the demo process (a and b)"
+        },
         if nginx.is_some() { " + nginx" } else { "" }
     );
     // Warm every path once (caches, the hop's peer connection, nginx's upstream connections).
