@@ -278,7 +278,7 @@ impl TestClient {
             .expect("request sent")
     }
 
-    async fn try_open(
+    pub async fn try_open(
         &self,
         method: Method,
         path: &str,
