@@ -4,7 +4,9 @@
 //! config it writes in a temporary directory), and external load generators: `wrk` (HTTP/1.1) and
 //! `h2load` (HTTP/2), each with one connection per worker (`-t N -c N`; h2load also `-m 1`, one stream
 //! per connection). The same ~10 kB Jobs list is fetched directly from `b`, through `a` and through
-//! nginx, in the same run.
+//! nginx, in the same run; and, as a reference that is not a hop, `a`'s own `GET /version`: the handler
+//! chain the source runs on every request before the filter may forward it (upstream's order), which a
+//! plain reverse proxy such as nginx does not run.
 //!
 //! Per protocol, concurrency and path: the p50 latency the load generator reports, the requests it
 //! completed, and the servers' CPU per request: the demo process's (it holds `a` and `b`) plus nginx's
@@ -40,6 +42,9 @@ mod support;
 use support::demo::{Demo, admin, server};
 
 const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+
+/// The reference path that is not a hop: `GET /version` answered by `a` itself.
+const SOURCE_CHAIN: &str = "a: /version";
 
 /// The bench's knobs.
 struct Settings {
@@ -335,14 +340,19 @@ fn main() {
             None
         }
     };
+    let a_url = a["url"].as_str().expect("url").to_owned();
     let mut paths = vec![
-        ("direct", b_url),
-        ("hop", a["url"].as_str().expect("url").to_owned()),
+        ("direct", format!("{b_url}{JOBS}")),
+        ("hop", format!("{a_url}{JOBS}")),
     ];
     if let Some(nginx) = &nginx {
-        paths.push(("nginx", nginx.url.clone()));
+        paths.push(("nginx", format!("{}{JOBS}", nginx.url)));
         pids.extend(&nginx.pids);
     }
+    // What `a` spends on a request before the filter can forward it: upstream runs the whole default
+    // chain (authentication, audit, priority and fairness, authorization) on the source first, and
+    // nginx runs none of it. `/version` is that chain around a handler that does next to nothing.
+    paths.push((SOURCE_CHAIN, format!("{a_url}/version")));
     println!(
         "Jobs list: {count} Jobs, {size} bytes; {} rounds of {} s per case, paths interleaved; CPU: {}{}",
         settings.rounds,
@@ -355,9 +365,9 @@ fn main() {
         if nginx.is_some() { " + nginx" } else { "" }
     );
     // Warm every path once (caches, the hop's peer connection, nginx's upstream connections).
-    for (_, base) in &paths {
+    for (_, url) in &paths {
         for &tool in &tools {
-            measure(tool, &format!("{base}{JOBS}"), token, 1, 1, &pids, scratch.path());
+            measure(tool, url, token, 1, 1, &pids, scratch.path());
         }
     }
     let mut runs: BTreeMap<(Tool, usize, &str), Vec<Run>> = BTreeMap::new();
@@ -365,11 +375,10 @@ fn main() {
         for &tool in &tools {
             for &concurrency in &settings.concurrencies {
                 for k in 0..paths.len() {
-                    let (name, base) = &paths[(round + k) % paths.len()];
-                    let url = format!("{base}{JOBS}");
+                    let (name, url) = &paths[(round + k) % paths.len()];
                     let run = measure(
                         tool,
-                        &url,
+                        url,
                         token,
                         concurrency,
                         settings.seconds,
@@ -416,7 +425,8 @@ fn report(
             let direct = med("direct");
             for (name, _) in paths {
                 let (p50, cpu, rps) = med(name);
-                let (added_p50, added_cpu) = if *name == "direct" {
+                // The reference answers another request: nothing to add to or subtract from.
+                let (added_p50, added_cpu) = if *name == "direct" || *name == SOURCE_CHAIN {
                     ("".to_owned(), "".to_owned())
                 } else {
                     (
@@ -432,4 +442,9 @@ fn report(
             }
         }
     }
+    println!(
+        "\n`{SOURCE_CHAIN}`: what `a` spends on a request it answers itself (authentication, audit, priority and \
+         fairness, authorization around a near-empty handler): the part of the hop's added CPU that the Mixed \
+         Version Proxy pays before it can forward, and nginx never pays."
+    );
 }
