@@ -443,8 +443,8 @@ fn report(
         }
     }
     println!(
-        "\n`{SOURCE_CHAIN}`: what `a` spends on a request it answers itself (authentication, audit, priority and \
-         fairness, authorization around a near-empty handler): the part of the hop's added CPU that the Mixed \
-         Version Proxy pays before it can forward, and nginx never pays."
+        "\n`{SOURCE_CHAIN}`: what `a` spends on a request it answers itself: its TLS, HTTP and socket work (which \
+         nginx pays too) and the chain upstream runs before the filter may forward (authentication, audit, \
+         priority and fairness, authorization; nginx runs none of it), around a near-empty handler."
     );
 }
